@@ -1,0 +1,106 @@
+//go:build linux
+
+package nsexec
+
+/*
+#include <stdlib.h>
+#include "nsexec.h"
+
+// decode_both runs the C decoder's two passes, as the child does, on a copy
+// of the input. It exists for the Go tests and fuzzers.
+static int decode_both(const uint8_t *buf, size_t len, struct plan *p) {
+	if (jail_plan_decode(buf, len, p) < 0) return -1;
+	p->mounts = calloc(p->nmounts + 1, sizeof *p->mounts);
+	p->argv = calloc(p->nargs + 1, sizeof *p->argv);
+	p->envp = calloc(p->nenv + 1, sizeof *p->envp);
+	p->path = calloc(p->npath + 1, sizeof *p->path);
+	p->rlimits = calloc(p->nrlimits + 1, sizeof *p->rlimits);
+	return jail_plan_decode(buf, len, p);
+}
+static void plan_free(struct plan *p) {
+	free(p->mounts); free((void *)p->argv); free((void *)p->envp); free((void *)p->path); free(p->rlimits);
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"unsafe"
+)
+
+// cConstants are nsexec.h's values, for TestConstantsMatchC.
+var cConstants = map[string]int64{
+	"INIT_ARG0 length": int64(len(C.INIT_ARG0)),
+	"PLAN_FD":          C.PLAN_FD,
+	"SYNC_FD":          C.SYNC_FD,
+	"PLAN_MAGIC":       C.PLAN_MAGIC,
+	"PLAN_MAX_BYTES":   C.PLAN_MAX_BYTES,
+	"PLAN_MAX_ITEMS":   C.PLAN_MAX_ITEMS,
+	"sizeof sync_msg":  C.sizeof_struct_sync_msg,
+	"PLAN_MOUNTNS":     C.PLAN_MOUNTNS,
+	"PLAN_ROOT_RO":     C.PLAN_ROOT_RO,
+	"PLAN_LOOPBACK":    C.PLAN_LOOPBACK,
+	"PLAN_TIMENS":      C.PLAN_TIMENS,
+	"PLAN_PIDNS":       C.PLAN_PIDNS,
+	"PLAN_SETGROUPS":   C.PLAN_SETGROUPS,
+	"OP_BIND":          C.OP_BIND,
+	"OP_SETATTR":       C.OP_SETATTR,
+	"OPF_OPTIONAL":     C.OPF_OPTIONAL,
+	"OPF_CREATE":       C.OPF_CREATE,
+	"OPF_FILE":         C.OPF_FILE,
+	"OPF_SRC_IN_ROOT":  C.OPF_SRC_IN_ROOT,
+	"OPF_RECURSIVE":    C.OPF_RECURSIVE,
+	"TAG_CWD":          C.TAG_CWD,
+	"MSG_EXITED":       C.MSG_EXITED,
+}
+
+func gostr(s *C.char) string {
+	if s == nil {
+		return ""
+	}
+	return C.GoString(s)
+}
+
+func gostrs(p **C.char, n C.size_t) []string {
+	var out []string
+	for _, s := range unsafe.Slice(p, n) {
+		out = append(out, C.GoString(s))
+	}
+	return out
+}
+
+func gomount(m *C.struct_mount_op) Mount {
+	out := Mount{
+		Kind: OpKind(m.kind), Flags: OpFlags(m.flags), Mode: uint32(m.mode), Attr: uint64(m.attr),
+		Source: gostr(m.source), Target: gostr(m.target), FSType: gostr(m.fstype),
+	}
+	if m.data_len > 0 {
+		out.Data = C.GoBytes(unsafe.Pointer(m.data), C.int(m.data_len))
+	}
+	return out
+}
+
+// cDecode decodes b with the child's C decoder.
+func cDecode(b []byte) (*Plan, error) {
+	cb := C.CBytes(b)
+	defer C.free(cb)
+	var p C.struct_plan
+	if C.decode_both((*C.uint8_t)(cb), C.size_t(len(b)), &p) < 0 {
+		C.plan_free(&p)
+		return nil, errors.New("C decoder rejected the plan")
+	}
+	defer C.plan_free(&p)
+	out := &Plan{
+		Flags: Flags(p.flags), UID: uint32(p.uid), GID: uint32(p.gid),
+		Attach: gostr(p.attach), Hostname: gostr(p.hostname), Cwd: gostr(p.cwd),
+		Root: gomount(&p.root),
+		Argv: gostrs(p.argv, p.nargs), Env: gostrs(p.envp, p.nenv), Path: gostrs(p.path, p.npath),
+	}
+	for _, m := range unsafe.Slice(p.mounts, p.nmounts) {
+		out.Mounts = append(out.Mounts, gomount(&m))
+	}
+	for _, r := range unsafe.Slice(p.rlimits, p.nrlimits) {
+		out.Rlimits = append(out.Rlimits, Rlimit{Resource: int(r.resource), Cur: uint64(r.lim.rlim_cur), Max: uint64(r.lim.rlim_max)})
+	}
+	return out, nil
+}

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+/* nsexec.h: the plan and sync-message layouts shared by nsexec.c and the Go
+ * side (protocol.go mirrors every constant; protocol_test.go checks them). */
+#ifndef JAIL_NSEXEC_H
+#define JAIL_NSEXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+
+#define INIT_ARG0 "jail:init"
+#define PLAN_FD 3 /* read end of the plan pipe */
+#define SYNC_FD 4 /* our end of the SOCK_SEQPACKET sync socket */
+
+#define PLAN_MAGIC 0x314c504aU /* "JPL1" little endian */
+#define PLAN_MAX_BYTES (16U << 20)
+#define PLAN_MAX_ITEMS 65536
+
+/* plan flags */
+#define PLAN_MOUNTNS 0x01   /* build the root; without it the mount steps are skipped */
+#define PLAN_ROOT_RO 0x02   /* make / read-only after pivot_root */
+#define PLAN_LOOPBACK 0x04  /* bring lo up */
+#define PLAN_TIMENS 0x08    /* unshare(CLONE_NEWTIME) before forking the workload */
+#define PLAN_PIDNS 0x10     /* we are PID 1: forward signals with kill(-1) */
+#define PLAN_SETGROUPS 0x20 /* setgroups(0) is allowed: drop supplementary groups */
+
+/* record tags */
+enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD };
+
+/* mount op kinds and flags */
+enum { OP_BIND = 1, OP_FS, OP_MKDIR, OP_FILE, OP_SYMLINK, OP_SETATTR };
+#define OPF_OPTIONAL 0x01    /* skip when the source or target does not exist */
+#define OPF_CREATE 0x02      /* create a missing mount point */
+#define OPF_FILE 0x04        /* the mount point is a file */
+#define OPF_SRC_IN_ROOT 0x08 /* the bind source is a path in the new root */
+#define OPF_RECURSIVE 0x10   /* OP_SETATTR applies to the whole subtree */
+
+struct mount_op {
+	uint8_t kind, flags;
+	uint32_t mode;
+	uint64_t attr; /* MOUNT_ATTR_* to set */
+	const char *source, *target, *fstype, *data;
+	uint32_t data_len;
+	int src_fd;
+};
+
+struct rlim_op {
+	int resource;
+	struct rlimit lim;
+};
+
+struct plan {
+	uint32_t flags, uid, gid;
+	const char *attach, *hostname, *cwd;
+	uint32_t hostname_len;
+	struct mount_op root;
+	struct mount_op *mounts;
+	const char **argv, **envp, **path;
+	struct rlim_op *rlimits;
+	size_t nmounts, nargs, nenv, npath, nrlimits;
+};
+
+/* sync messages, both directions, one per SOCK_SEQPACKET datagram */
+enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED };
+
+struct sync_msg {
+	uint32_t type;
+	int32_t err;    /* errno, for the error messages */
+	int32_t status; /* wait status, for MSG_EXITED */
+	int32_t index;  /* mount op index for a failed "mount plan" step, else -1 */
+	char step[48];
+};
+
+struct exec_failure {
+	int err;
+	char step[28];
+};
+
+int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p);
+
+#endif

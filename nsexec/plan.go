@@ -1,0 +1,241 @@
+package nsexec
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Flags select optional child steps.
+type Flags uint32
+
+// Plan flags; nsexec.h has the same values.
+const (
+	FlagMountNS   Flags = 0x01 // build and pivot into the new root
+	FlagRootRO    Flags = 0x02 // make / read-only after pivot_root
+	FlagLoopback  Flags = 0x04 // bring lo up in the new net namespace
+	FlagTimeNS    Flags = 0x08 // unshare(CLONE_NEWTIME) before forking the workload
+	FlagPIDNS     Flags = 0x10 // the child is PID 1: forward signals to every process
+	FlagSetgroups Flags = 0x20 // drop supplementary groups with setgroups(0)
+)
+
+// OpKind is what a mount op does.
+type OpKind uint8
+
+// Mount op kinds.
+const (
+	OpBind      OpKind = 1 // recursive bind of Source (open_tree + mount_setattr + move_mount)
+	OpFS        OpKind = 2 // new filesystem of FSType with Data options (fsopen + fsmount)
+	OpMkdir     OpKind = 3 // mkdir -p Target with Mode
+	OpWriteFile OpKind = 4 // create Target with Mode and contents Data
+	OpSymlink   OpKind = 5 // Target is a symlink to Data
+	OpSetattr   OpKind = 6 // set Attr on the mount at Target
+)
+
+// OpFlags modify a mount op.
+type OpFlags uint8
+
+// Mount op flags.
+const (
+	OpOptional   OpFlags = 0x01 // skip when the source or target does not exist
+	OpCreate     OpFlags = 0x02 // create a missing mount point
+	OpFileTarget OpFlags = 0x04 // the mount point is a regular file
+	OpSrcInRoot  OpFlags = 0x08 // Source is a path inside the new root
+	OpRecursive  OpFlags = 0x10 // OpSetattr applies to the whole subtree
+	validOpFlags         = OpOptional | OpCreate | OpFileTarget | OpSrcInRoot | OpRecursive
+)
+
+// Mount attributes (MOUNT_ATTR_* of mount_setattr(2) and fsmount(2)).
+const (
+	AttrRdonly     uint64 = 0x01
+	AttrNosuid     uint64 = 0x02
+	AttrNodev      uint64 = 0x04
+	AttrNoexec     uint64 = 0x08
+	AttrNoatime    uint64 = 0x10
+	AttrNodiratime uint64 = 0x80
+)
+
+// Mount is one step of the mount plan. Target is always an absolute path
+// inside the new root; the child resolves it with RESOLVE_IN_ROOT.
+type Mount struct {
+	Kind  OpKind
+	Flags OpFlags
+	// Mode is the permission bits for OpMkdir and OpWriteFile.
+	Mode uint32
+	// Attr is the MOUNT_ATTR_* set on the new mount.
+	Attr uint64
+	// Source is a host path for OpBind (or a path in the root with OpSrcInRoot).
+	Source string
+	// Target is the absolute path in the new root.
+	Target string
+	// FSType is the filesystem of an OpFS mount, e.g. "tmpfs".
+	FSType string
+	// Data is the options of an OpFS mount ("key=value" or "flag", each
+	// NUL-terminated), the contents of an OpWriteFile, the link of an OpSymlink.
+	Data []byte
+}
+
+// Rlimit is one resource limit for the workload.
+type Rlimit struct {
+	Resource int
+	Cur, Max uint64
+}
+
+// Plan is everything the child does, resolved by the parent. The child makes
+// no decisions: it executes the plan in the order of nsexec.c's run_child.
+type Plan struct {
+	Flags Flags
+	// UID and GID are the workload's ids inside the user namespace.
+	UID, GID uint32
+	// Attach is an existing host directory on which the child mounts the new
+	// root before pivot_root, inside its own mount namespace.
+	Attach string
+	// Root is the new root: an OpFS tmpfs or an OpBind of a directory.
+	Root Mount
+	// Mounts are applied in order inside the new root.
+	Mounts []Mount
+	// Hostname, when not empty, is set in the new UTS namespace.
+	Hostname string
+	Rlimits  []Rlimit
+	// Argv is the workload's argument vector; Argv[0] without a slash is
+	// searched in Path as execvp(3) does.
+	Argv []string
+	// Env is the workload's whole environment; nothing is inherited.
+	Env  []string
+	Path []string
+	// Cwd is the workload's working directory.
+	Cwd string
+}
+
+// FSOptions encodes mount options for Mount.Data of an OpFS mount.
+func FSOptions(opts ...string) []byte {
+	var b []byte
+	for _, o := range opts {
+		b = append(b, o...)
+		b = append(b, 0)
+	}
+	return b
+}
+
+const (
+	tagFlags = iota + 1
+	tagIDs
+	tagAttach
+	tagRoot
+	tagMount
+	tagHostname
+	tagRlimit
+	tagArg
+	tagEnv
+	tagPath
+	tagCwd
+)
+
+type encoder struct {
+	b   []byte
+	err error
+}
+
+func (e *encoder) u8(v uint8)   { e.b = append(e.b, v) }
+func (e *encoder) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
+func (e *encoder) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+
+// str appends a NUL-terminated string; the child rejects interior NULs.
+func (e *encoder) str(what, s string) {
+	if strings.IndexByte(s, 0) >= 0 && e.err == nil {
+		e.err = fmt.Errorf("%s %q contains a NUL byte", what, s)
+	}
+	e.u32(uint32(len(s) + 1))
+	e.b = append(e.b, s...)
+	e.b = append(e.b, 0)
+}
+
+func (e *encoder) blob(b []byte) {
+	e.u32(uint32(len(b) + 1))
+	e.b = append(e.b, b...)
+	e.b = append(e.b, 0)
+}
+
+// record appends a tag, a length and the body that fn writes.
+func (e *encoder) record(tag uint32, fn func()) {
+	e.u32(tag)
+	at := len(e.b)
+	e.u32(0)
+	fn()
+	binary.LittleEndian.PutUint32(e.b[at:], uint32(len(e.b)-at-4))
+}
+
+func (e *encoder) mount(tag uint32, m Mount) {
+	if m.Kind < OpBind || m.Kind > OpSetattr {
+		e.err = errors.Join(e.err, fmt.Errorf("mount op %d: unknown kind", m.Kind))
+	}
+	if m.Flags&^validOpFlags != 0 {
+		e.err = errors.Join(e.err, fmt.Errorf("mount op on %q: unknown flags %#x", m.Target, m.Flags))
+	}
+	if !strings.HasPrefix(m.Target, "/") {
+		e.err = errors.Join(e.err, fmt.Errorf("mount target %q is not absolute", m.Target))
+	}
+	e.record(tag, func() {
+		e.u8(uint8(m.Kind))
+		e.u8(uint8(m.Flags))
+		e.u32(m.Mode)
+		e.u64(m.Attr)
+		e.str("mount source", m.Source)
+		e.str("mount target", m.Target)
+		e.str("fstype", m.FSType)
+		e.blob(m.Data)
+	})
+}
+
+// Encode returns the plan in the wire format nsexec.c decodes: an 8-byte
+// header (magic, length of the rest) and records of (tag u32, length u32,
+// body), integers little endian, strings as (length u32, bytes, NUL).
+func (p *Plan) Encode() ([]byte, error) {
+	if len(p.Argv) == 0 {
+		return nil, errors.New("plan has no argv")
+	}
+	if p.Attach == "" {
+		return nil, errors.New("plan has no attach point")
+	}
+	for _, n := range []int{len(p.Mounts), len(p.Argv), len(p.Env), len(p.Path), len(p.Rlimits)} {
+		if n > maxPlanItems {
+			return nil, fmt.Errorf("plan has %d items in a list, more than %d", n, maxPlanItems)
+		}
+	}
+	e := &encoder{b: make([]byte, 8, 4096)}
+	e.record(tagFlags, func() { e.u32(uint32(p.Flags)) })
+	e.record(tagIDs, func() { e.u32(p.UID); e.u32(p.GID) })
+	e.record(tagAttach, func() { e.str("attach point", p.Attach) })
+	e.mount(tagRoot, p.Root)
+	for _, m := range p.Mounts {
+		e.mount(tagMount, m)
+	}
+	if p.Hostname != "" {
+		e.record(tagHostname, func() { e.str("hostname", p.Hostname) })
+	}
+	for _, r := range p.Rlimits {
+		e.record(tagRlimit, func() { e.u32(uint32(r.Resource)); e.u64(r.Cur); e.u64(r.Max) })
+	}
+	for _, s := range p.Argv {
+		e.record(tagArg, func() { e.str("argument", s) })
+	}
+	for _, s := range p.Env {
+		e.record(tagEnv, func() { e.str("environment variable", s) })
+	}
+	for _, s := range p.Path {
+		e.record(tagPath, func() { e.str("PATH entry", s) })
+	}
+	if p.Cwd != "" {
+		e.record(tagCwd, func() { e.str("working directory", p.Cwd) })
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	if len(e.b) > maxPlanBytes {
+		return nil, fmt.Errorf("plan is %d bytes, more than %d", len(e.b), maxPlanBytes)
+	}
+	binary.LittleEndian.PutUint32(e.b[0:], planMagic)
+	binary.LittleEndian.PutUint32(e.b[4:], uint32(len(e.b)-8))
+	return e.b, nil
+}

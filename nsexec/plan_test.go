@@ -1,0 +1,180 @@
+package nsexec
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestConstantsMatchC(t *testing.T) {
+	want := map[string]int64{
+		"INIT_ARG0 length": int64(len(InitArg0)),
+		"PLAN_FD":          PlanFD,
+		"SYNC_FD":          SyncFD,
+		"PLAN_MAGIC":       planMagic,
+		"PLAN_MAX_BYTES":   maxPlanBytes,
+		"PLAN_MAX_ITEMS":   maxPlanItems,
+		"sizeof sync_msg":  MsgSize,
+		"PLAN_MOUNTNS":     int64(FlagMountNS),
+		"PLAN_ROOT_RO":     int64(FlagRootRO),
+		"PLAN_LOOPBACK":    int64(FlagLoopback),
+		"PLAN_TIMENS":      int64(FlagTimeNS),
+		"PLAN_PIDNS":       int64(FlagPIDNS),
+		"PLAN_SETGROUPS":   int64(FlagSetgroups),
+		"OP_BIND":          int64(OpBind),
+		"OP_SETATTR":       int64(OpSetattr),
+		"OPF_OPTIONAL":     int64(OpOptional),
+		"OPF_CREATE":       int64(OpCreate),
+		"OPF_FILE":         int64(OpFileTarget),
+		"OPF_SRC_IN_ROOT":  int64(OpSrcInRoot),
+		"OPF_RECURSIVE":    int64(OpRecursive),
+		"TAG_CWD":          tagCwd,
+		"MSG_EXITED":       int64(MsgExited),
+	}
+	assert.Equal(t, want, cConstants)
+}
+
+func samplePlan() *Plan {
+	return &Plan{
+		Flags:  FlagMountNS | FlagRootRO | FlagPIDNS,
+		UID:    1000,
+		GID:    1001,
+		Attach: "/tmp",
+		Root:   Mount{Kind: OpFS, FSType: "tmpfs", Target: "/", Attr: AttrNosuid | AttrNodev, Data: FSOptions("mode=0755", "size=1m")},
+		Mounts: []Mount{
+			{Kind: OpBind, Flags: OpCreate, Source: "/usr", Target: "/usr", Attr: AttrRdonly | AttrNosuid | AttrNodev},
+			{Kind: OpWriteFile, Target: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0::/:/bin/sh\n")},
+			{Kind: OpSymlink, Target: "/bin", Data: []byte("usr/bin")},
+		},
+		Hostname: "jail",
+		Rlimits:  []Rlimit{{Resource: 7, Cur: 1024, Max: 1024}, {Resource: 4, Cur: 0, Max: 0}},
+		Argv:     []string{"sh", "-c", "id"},
+		Env:      []string{"PATH=/usr/bin:/bin", "HOME=/tmp"},
+		Path:     []string{"/usr/bin", "/bin"},
+		Cwd:      "/tmp",
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	p := samplePlan()
+	b, err := p.Encode()
+	require.NoError(t, err)
+	got, err := cDecode(b)
+	require.NoError(t, err)
+	assert.Equal(t, p, got)
+}
+
+func TestEncodeRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Plan)
+	}{
+		{"no argv", func(p *Plan) { p.Argv = nil }},
+		{"no attach point", func(p *Plan) { p.Attach = "" }},
+		{"NUL in an argument", func(p *Plan) { p.Argv[1] = "a\x00b" }},
+		{"relative target", func(p *Plan) { p.Mounts[0].Target = "usr" }},
+		{"unknown op kind", func(p *Plan) { p.Mounts[0].Kind = 99 }},
+		{"unknown op flag", func(p *Plan) { p.Mounts[0].Flags = 0x80 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := samplePlan()
+			tc.edit(p)
+			_, err := p.Encode()
+			assert.Error(t, err)
+		})
+	}
+}
+
+func TestDecodeRejectsDamage(t *testing.T) {
+	good, err := samplePlan().Encode()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		edit func([]byte) []byte
+	}{
+		{"empty", func([]byte) []byte { return nil }},
+		{"bad magic", func(b []byte) []byte { b[0] ^= 0xff; return b }},
+		{"short", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"length too big", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[4:], uint32(len(b))); return b }},
+		{"unknown tag", func(b []byte) []byte { return append(b, 99, 0, 0, 0, 0, 0, 0, 0) }},
+		{"record past the end", func(b []byte) []byte {
+			b = append(b, tagArg, 0, 0, 0, 0xff, 0xff, 0, 0)
+			binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-8))
+			return b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.edit(bytes.Clone(good))
+			_, err := cDecode(b)
+			assert.Error(t, err)
+		})
+	}
+}
+
+func TestMsgRoundTrip(t *testing.T) {
+	m := Msg{Type: MsgSetupError, Errno: 13, Status: 0, Index: 4, Step: "mount plan"}
+	b, err := m.MarshalBinary()
+	require.NoError(t, err)
+	require.Len(t, b, MsgSize)
+	var got Msg
+	require.NoError(t, got.UnmarshalBinary(b))
+	assert.Equal(t, m, got)
+	assert.Error(t, got.UnmarshalBinary(b[:10]))
+	b[0] = 0
+	assert.Error(t, got.UnmarshalBinary(b))
+}
+
+// FuzzPlanRoundTrip builds plans from fuzz input, encodes them and decodes
+// them with the child's C decoder: what Go encodes, C must read back exactly.
+func FuzzPlanRoundTrip(f *testing.F) {
+	f.Add("sh", "/usr", "/x/y", []byte("a=b\x00c"), uint8(3), uint32(1000))
+	f.Add("", "", "/", []byte{}, uint8(0), uint32(0))
+	f.Fuzz(func(t *testing.T, arg, src, target string, data []byte, n uint8, id uint32) {
+		p := &Plan{UID: id, GID: id + 1, Attach: "/tmp", Flags: Flags(n),
+			Root: Mount{Kind: OpFS, Target: "/", FSType: "tmpfs", Data: data}}
+		for i := 0; i < int(n%8); i++ {
+			p.Mounts = append(p.Mounts, Mount{Kind: OpKind(i%6 + 1), Flags: OpFlags(n) & validOpFlags,
+				Source: src, Target: "/" + target, Data: data, Mode: uint32(i)})
+			p.Argv = append(p.Argv, arg)
+			p.Env = append(p.Env, arg+"="+src)
+		}
+		if len(p.Argv) == 0 {
+			p.Argv = []string{arg}
+		}
+		b, err := p.Encode()
+		if err != nil {
+			return // NUL bytes in strings are refused by the encoder
+		}
+		got, err := cDecode(b)
+		require.NoError(t, err)
+		for i := range p.Mounts { // the decoder returns nil for empty data
+			if len(p.Mounts[i].Data) == 0 {
+				p.Mounts[i].Data = nil
+			}
+		}
+		if len(p.Root.Data) == 0 {
+			p.Root.Data = nil
+		}
+		assert.Equal(t, p, got)
+	})
+}
+
+// FuzzDecode feeds arbitrary bytes to the child's C decoder: it must reject
+// or accept without crashing, and whatever it accepts must re-encode.
+func FuzzDecode(f *testing.F) {
+	good, err := samplePlan().Encode()
+	require.NoError(f, err)
+	f.Add(good)
+	f.Add([]byte("JPL1\x00\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := cDecode(b)
+		if err != nil {
+			return
+		}
+		_, err = p.Encode()
+		assert.NoError(t, err)
+	})
+}

@@ -1,0 +1,38 @@
+package rootfs
+
+import (
+	"os"
+)
+
+// Probe looks at the host paths a plan needs (see [HostPaths]) plus extra
+// paths, such as bind sources, with lstat only.
+func Probe(extra ...string) Host {
+	h := Host{Links: map[string]string{}, Exists: map[string]bool{}, Files: map[string]bool{}}
+	h.Add(append(HostPaths(), extra...)...)
+	for _, d := range []string{"/tmp", "/mnt", "/var/tmp"} {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			h.Attach = d
+			break
+		}
+	}
+	return h
+}
+
+// Add records paths in h.
+func (h Host) Add(paths ...string) {
+	for _, p := range paths {
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if l, err := os.Readlink(p); err == nil {
+				h.Links[p] = l
+			}
+		default:
+			h.Exists[p] = true
+			if !fi.IsDir() {
+				h.Files[p] = true
+			}
+		}
+	}
+}

@@ -1,0 +1,217 @@
+package rootfs
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/nsexec"
+)
+
+// Config is what the root should contain.
+type Config struct {
+	// Dir is the host directory used as a read-only root; empty for the
+	// default tmpfs root.
+	Dir string
+	// UID and GID are the workload's ids, written into /etc/passwd and
+	// /etc/group of the default root.
+	UID, GID uint32
+	// Hostname goes into /etc/hosts.
+	Hostname string
+	// TmpSizeBytes is the size of /tmp.
+	TmpSizeBytes int64
+	// Mounts are the caller's mounts, already checked with [mounts.Check],
+	// applied after the system mounts in order.
+	Mounts []mounts.Mount
+}
+
+// Host is what the plan needs to know about the host, gathered by [Probe].
+type Host struct {
+	// Links maps top-level system paths that are symlinks on the host
+	// (usr-merge: /bin -> usr/bin) to their link text.
+	Links map[string]string
+	// Exists holds the paths that exist on the host as files or
+	// directories (not symlinks).
+	Exists map[string]bool
+	// Files holds the paths of Exists that are not directories: binds of
+	// them need a file, not a directory, as mount point.
+	Files map[string]bool
+	// Attach is a host directory the child may mount the new root on.
+	Attach string
+}
+
+// Plan is the root filesystem as nsexec steps.
+type Plan struct {
+	Root   nsexec.Mount
+	Mounts []nsexec.Mount
+	Attach string
+}
+
+// systemDirs are bound read-only from the host into the default root, or
+// recreated as symlinks where the host has symlinks.
+var systemDirs = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr"}
+
+// etcBinds are the host /etc entries programs need, bound read-only when
+// present: the loader cache, TLS roots, alternatives (Debian's /usr/bin/awk
+// points there), name-service tables and the time zone.
+var etcBinds = []string{
+	"/etc/ld.so.cache", "/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/alternatives",
+	"/etc/protocols", "/etc/services", "/etc/localtime", "/etc/mime.types",
+}
+
+// maskedPaths and readonlyPaths follow runc's defaults (libcontainer
+// specconv): files that leak host state or allow host-wide actions.
+var (
+	maskedFiles   = []string{"/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/kallsyms", "/proc/kpagecount", "/proc/kpageflags", "/proc/kpagecgroup"}
+	maskedDirs    = []string{"/proc/acpi", "/proc/asound", "/proc/scsi", "/proc/firmware"}
+	readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+	devices       = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
+)
+
+const (
+	ro       = nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNodev
+	safe     = nsexec.AttrNosuid | nsexec.AttrNodev
+	procAttr = nsexec.AttrNosuid | nsexec.AttrNodev | nsexec.AttrNoexec
+)
+
+// HostPaths lists every host path [Probe] must look at.
+func HostPaths() []string {
+	return append(append(append([]string{}, systemDirs...), etcBinds...), devices...)
+}
+
+// Build returns the mount plan for c on host h.
+func Build(c Config, h Host) (Plan, error) {
+	if h.Attach == "" {
+		return Plan{}, fmt.Errorf("no directory to attach the new root on (need /tmp or /mnt on the host)")
+	}
+	p := Plan{Attach: h.Attach}
+	add := func(m nsexec.Mount) { p.Mounts = append(p.Mounts, m) }
+	if c.Dir == "" {
+		p.Root = nsexec.Mount{Kind: nsexec.OpFS, FSType: "tmpfs", Target: "/", Attr: safe,
+			Data: nsexec.FSOptions("mode=0755", "size=4m", "nr_inodes=4096")}
+		for _, d := range systemDirs {
+			if link, ok := h.Links[d]; ok {
+				add(nsexec.Mount{Kind: nsexec.OpSymlink, Target: d, Data: []byte(link)})
+			} else if h.Exists[d] {
+				add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate, Source: d, Target: d, Attr: ro})
+			}
+		}
+		for _, f := range etcFiles(c) {
+			add(f)
+		}
+		for _, e := range etcBinds {
+			if link, ok := h.Links[e]; ok {
+				add(nsexec.Mount{Kind: nsexec.OpSymlink, Target: e, Data: []byte(link)})
+			} else if h.Exists[e] {
+				add(bindOp(e, e, ro, h))
+			}
+		}
+	} else {
+		p.Root = nsexec.Mount{Kind: nsexec.OpBind, Source: c.Dir, Target: "/", Attr: ro}
+	}
+	addProc(add)
+	addDev(add, h)
+	add(tmpfsOp("/tmp", c.TmpSizeBytes, "1777", safe))
+	for _, m := range c.Mounts {
+		switch m.Type {
+		case mounts.Tmpfs:
+			add(tmpfsOp(m.Target, m.SizeBytes, "0755", safe))
+		case mounts.ROBind:
+			add(bindOp(m.Source, m.Target, ro, h))
+		case mounts.Bind:
+			add(bindOp(m.Source, m.Target, safe, h))
+		default:
+			return Plan{}, fmt.Errorf("mount %s: unknown type %q", m.Target, m.Type)
+		}
+	}
+	return p, nil
+}
+
+// bindOp binds a host path; h.Files tells files from directories.
+func bindOp(src, dst string, attr uint64, h Host) nsexec.Mount {
+	m := nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate, Source: src, Target: dst, Attr: attr}
+	if h.IsFile(src) {
+		m.Flags |= nsexec.OpFileTarget
+	}
+	return m
+}
+
+func tmpfsOp(target string, size int64, mode string, attr uint64) nsexec.Mount {
+	if size == 0 {
+		size = mounts.DefaultTmpfsBytes
+	}
+	return nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate, FSType: "tmpfs", Target: target, Attr: attr,
+		Data: nsexec.FSOptions("mode="+mode, "size="+strconv.FormatInt(size, 10))}
+}
+
+// addProc mounts a proc for the jail's PID namespace and hides or freezes
+// the host-wide files in it. Masks are optional: kernels differ in which of
+// these files exist.
+func addProc(add func(nsexec.Mount)) {
+	add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate, FSType: "proc", Target: "/proc", Attr: procAttr})
+	for _, f := range maskedFiles {
+		add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpOptional, Source: "/dev/null", Target: f, Attr: ro | nsexec.AttrNoexec})
+	}
+	for _, d := range maskedDirs {
+		add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpOptional, FSType: "tmpfs", Target: d, Attr: ro | nsexec.AttrNoexec,
+			Data: nsexec.FSOptions("size=0", "mode=0555")})
+	}
+	for _, r := range readonlyPaths {
+		add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpOptional | nsexec.OpSrcInRoot, Source: r, Target: r, Attr: ro | nsexec.AttrNoexec})
+	}
+}
+
+// addDev builds a minimal /dev on a tmpfs that is made read-only at the end;
+// /dev/shm and /dev/pts stay writable.
+func addDev(add func(nsexec.Mount), h Host) {
+	add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate, FSType: "tmpfs", Target: "/dev", Attr: nsexec.AttrNosuid | nsexec.AttrNoexec,
+		Data: nsexec.FSOptions("mode=0755", "size=64k", "nr_inodes=64")})
+	for _, d := range devices {
+		if h.Exists[d] {
+			add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate | nsexec.OpFileTarget, Source: d, Target: d,
+				Attr: nsexec.AttrNosuid | nsexec.AttrNoexec})
+		}
+	}
+	add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate, FSType: "devpts", Target: "/dev/pts", Attr: nsexec.AttrNosuid | nsexec.AttrNoexec,
+		Data: nsexec.FSOptions("newinstance", "ptmxmode=0666", "mode=0620")})
+	add(tmpfsOp("/dev/shm", mounts.DefaultTmpfsBytes, "1777", safe|nsexec.AttrNoexec))
+	for _, l := range [][2]string{{"/dev/ptmx", "pts/ptmx"}, {"/dev/fd", "/proc/self/fd"}, {"/dev/stdin", "/proc/self/fd/0"},
+		{"/dev/stdout", "/proc/self/fd/1"}, {"/dev/stderr", "/proc/self/fd/2"}} {
+		add(nsexec.Mount{Kind: nsexec.OpSymlink, Target: l[0], Data: []byte(l[1])})
+	}
+	add(nsexec.Mount{Kind: nsexec.OpSetattr, Target: "/dev", Attr: nsexec.AttrRdonly})
+}
+
+// etcFiles writes the few /etc files the default root makes up itself.
+func etcFiles(c Config) []nsexec.Mount {
+	uid, gid := strconv.FormatUint(uint64(c.UID), 10), strconv.FormatUint(uint64(c.GID), 10)
+	passwd := "root:x:0:0:root:/root:/bin/sh\n"
+	group := "root:x:0:\n"
+	if c.UID != 0 && c.UID != 65534 {
+		passwd += "jail:x:" + uid + ":" + gid + ":jail:/tmp:/bin/sh\n"
+	}
+	if c.GID != 0 && c.GID != 65534 {
+		group += "jail:x:" + gid + ":\n"
+	}
+	passwd += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	group += "nogroup:x:65534:\n"
+	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	if c.Hostname != "" && c.Hostname != "localhost" {
+		hosts = strings.Replace(hosts, "localhost\n", "localhost "+c.Hostname+"\n", 1)
+	}
+	files := []struct{ name, data string }{
+		{"passwd", passwd}, {"group", group}, {"hosts", hosts}, {"hostname", c.Hostname + "\n"},
+		{"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n"},
+	}
+	out := []nsexec.Mount{{Kind: nsexec.OpMkdir, Target: "/etc", Mode: 0o755}}
+	for _, f := range files {
+		out = append(out, nsexec.Mount{Kind: nsexec.OpWriteFile, Target: path.Join("/etc", f.name), Mode: 0o644, Data: []byte(f.data)})
+	}
+	return out
+}
+
+// IsFile reports whether the host path p is not a directory, as [Probe]
+// recorded it.
+func (h Host) IsFile(p string) bool { return h.Files[p] }

@@ -1,0 +1,126 @@
+package rootfs
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/nsexec"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// debianHost is a usr-merged Debian 12 host.
+func debianHost() Host {
+	h := Host{Attach: "/tmp",
+		Links:  map[string]string{"/bin": "usr/bin", "/sbin": "usr/sbin", "/lib": "usr/lib", "/lib64": "usr/lib64", "/etc/localtime": "/usr/share/zoneinfo/Etc/UTC"},
+		Exists: map[string]bool{"/usr": true, "/etc/ld.so.cache": true, "/etc/ssl": true, "/etc/alternatives": true, "/etc/protocols": true, "/work": true, "/data/f": true},
+		Files:  map[string]bool{"/etc/ld.so.cache": true, "/etc/protocols": true, "/data/f": true},
+	}
+	for _, d := range devices {
+		h.Exists[d], h.Files[d] = true, true
+	}
+	return h
+}
+
+// render prints a plan one step per line, for golden files a reviewer can read.
+func render(p Plan) string {
+	var b strings.Builder
+	op := func(m nsexec.Mount) string {
+		kinds := map[nsexec.OpKind]string{nsexec.OpBind: "bind", nsexec.OpFS: "fs", nsexec.OpMkdir: "mkdir",
+			nsexec.OpWriteFile: "file", nsexec.OpSymlink: "symlink", nsexec.OpSetattr: "setattr"}
+		s := fmt.Sprintf("%-7s %-22s", kinds[m.Kind], m.Target)
+		if m.Source != "" {
+			s += " src=" + m.Source
+		}
+		if m.FSType != "" {
+			s += " type=" + m.FSType
+		}
+		if m.Kind == nsexec.OpFS || m.Kind == nsexec.OpSymlink {
+			s += " data=" + strings.TrimSuffix(strings.ReplaceAll(string(m.Data), "\x00", ","), ",")
+		}
+		if m.Kind == nsexec.OpWriteFile || m.Kind == nsexec.OpMkdir {
+			s += fmt.Sprintf(" mode=%o", m.Mode)
+		}
+		if m.Kind == nsexec.OpWriteFile {
+			s += fmt.Sprintf(" %q", m.Data)
+		}
+		for _, a := range []struct {
+			bit  uint64
+			name string
+		}{{nsexec.AttrRdonly, "ro"}, {nsexec.AttrNosuid, "nosuid"}, {nsexec.AttrNodev, "nodev"}, {nsexec.AttrNoexec, "noexec"}} {
+			if m.Attr&a.bit != 0 {
+				s += " " + a.name
+			}
+		}
+		for _, f := range []struct {
+			bit  nsexec.OpFlags
+			name string
+		}{{nsexec.OpOptional, "optional"}, {nsexec.OpCreate, "create"}, {nsexec.OpFileTarget, "file"}, {nsexec.OpSrcInRoot, "src-in-root"}} {
+			if m.Flags&f.bit != 0 {
+				s += " [" + f.name + "]"
+			}
+		}
+		return s + "\n"
+	}
+	b.WriteString("attach " + p.Attach + "\nroot    " + op(p.Root))
+	for _, m := range p.Mounts {
+		b.WriteString(op(m))
+	}
+	return b.String()
+}
+
+func TestBuildGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    Config
+	}{
+		{"default", Config{UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20}},
+		{"root-user", Config{UID: 0, GID: 0, Hostname: "box", TmpSizeBytes: 1 << 20}},
+		{"user-mounts", Config{UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20, Mounts: []mounts.Mount{
+			{Type: mounts.Bind, Source: "/work", Target: "/work"},
+			{Type: mounts.ROBind, Source: "/data/f", Target: "/in/f"},
+			{Type: mounts.Tmpfs, Target: "/scratch", SizeBytes: 8 << 20},
+		}}},
+		{"rootfs-dir", Config{Dir: "/srv/rootfs", UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Build(tc.c, debianHost())
+			require.NoError(t, err)
+			got := render(p)
+			file := filepath.Join("testdata", tc.name+".golden")
+			if *update {
+				require.NoError(t, os.WriteFile(file, []byte(got), 0o644))
+			}
+			want, err := os.ReadFile(file)
+			require.NoError(t, err)
+			assert.Equal(t, string(want), got)
+		})
+	}
+}
+
+func TestBuildInvariants(t *testing.T) {
+	p, err := Build(Config{UID: 1000, GID: 1000, Hostname: "jail"}, debianHost())
+	require.NoError(t, err)
+	for _, m := range p.Mounts {
+		assert.True(t, strings.HasPrefix(m.Target, "/"), "target %q not absolute", m.Target)
+		assert.NotEqual(t, "/etc/shadow", m.Target)
+		assert.NotEqual(t, "/etc", m.Source, "the host's whole /etc must never be bound")
+		if m.Kind == nsexec.OpBind || m.Kind == nsexec.OpFS {
+			assert.NotZero(t, m.Attr&nsexec.AttrNosuid, "%s is not nosuid", m.Target)
+			if !strings.HasPrefix(m.Target, "/dev/") && m.Target != "/dev" {
+				assert.NotZero(t, m.Attr&nsexec.AttrNodev, "%s is not nodev", m.Target)
+			}
+		}
+		assert.False(t, strings.HasPrefix(m.Target, "/sys"), "no /sys in the jail")
+	}
+	_, err = Build(Config{}, Host{})
+	assert.Error(t, err, "a host without an attach point")
+}
