@@ -1,0 +1,219 @@
+package hostcheck
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// probeTimeout bounds the user namespace probe; /bin/true exits in about a
+// millisecond, so hitting it means something is badly wrong.
+const probeTimeout = 2 * time.Second
+
+// probeBinaries are tried in order for the user namespace probe. The test or
+// jail binary itself (/proc/self/exe) is not used: re-executing it would run
+// jail's child stage and package init code.
+var probeBinaries = []string{"/bin/true", "/usr/bin/true"}
+
+// Run probes the host for the calling user and returns one Feature per check,
+// in a stable order: kernel, user namespaces, the other namespaces, time
+// namespace, cgroups, seccomp, landlock, nftables, mount API, caller.
+//
+// Run changes nothing on the host. It starts and reaps one short-lived
+// /bin/true in a new user and mount namespace.
+func Run() []Feature {
+	return []Feature{
+		checkKernel(),
+		usernsFeature(probeUserNS()),
+		namespacesFeature(nsPresent),
+		timeNSFeature(nsPresent("time")),
+		cgroupFeature(probeCgroups()),
+		seccompFeature(probeSeccomp()),
+		checkLandlock(),
+		checkNftables(),
+		checkMountAPI(),
+		callerFeature(unix.Getuid(), unix.Geteuid()),
+	}
+}
+
+// checkKernel judges the running kernel's release. Equivalent to `uname -r`.
+func checkKernel() Feature {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return Feature{Name: nameKernel, Verdict: Warn, Detail: fmt.Sprintf("uname: %v", err),
+			Fix: "make sure the kernel is 5.12 or later (mount_setattr)"}
+	}
+	return kernelFeature(unix.ByteSliceToString(u.Release[:]))
+}
+
+// probeUserNS gathers the user namespace facts. It starts the probe binary
+// the way jail starts its child: new user and mount namespaces, the caller's
+// euid and egid mapped to 0, setgroups denied. A mount namespace is included
+// because Ubuntu's AppArmor restriction allows the bare CLONE_NEWUSER and
+// only denies the capabilities used inside it.
+func probeUserNS() usernsFacts {
+	u := usernsFacts{
+		Root:              unix.Geteuid() == 0,
+		MaxUserNamespaces: readSysctl(maxUserNamespacesPath),
+		UnprivilegedClone: readSysctl(unprivilegedUsernsClonePath),
+		AppArmorRestrict:  readSysctl(apparmorRestrictPath),
+	}
+	bin, err := probeBinary()
+	u.ProbeBinary = bin
+	if err != nil {
+		u.ProbeErr, u.ProbeBinaryErr = err, err
+		return u
+	}
+	u.ProbeErr = runProbe(bin, &syscall.SysProcAttr{
+		Cloneflags:                 unix.CLONE_NEWUSER | unix.CLONE_NEWNS,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: unix.Geteuid(), Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: unix.Getegid(), Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		Pdeathsig:                  unix.SIGKILL,
+	})
+	if u.ProbeErr != nil {
+		// fork/exec errors look the same whether clone or execve failed;
+		// run the binary plainly to tell them apart.
+		u.ProbeBinaryErr = runProbe(bin, &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL})
+	}
+	return u
+}
+
+// probeBinary returns the first executable probe binary, falling back to
+// "true" on PATH.
+func probeBinary() (string, error) {
+	for _, p := range probeBinaries {
+		if err := unix.Access(p, unix.X_OK); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("true")
+	if err != nil {
+		return probeBinaries[0], fmt.Errorf("find probe binary: %w", err)
+	}
+	return p, nil
+}
+
+// runProbe runs bin with attr and waits for it. A non-zero exit still means
+// the child was created, so only start errors are returned.
+func runProbe(bin string, attr *syscall.SysProcAttr) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = attr
+	err := cmd.Run()
+	if _, ok := errors.AsType[*exec.ExitError](err); ok {
+		return nil
+	}
+	return err
+}
+
+// readSysctl returns the trimmed content of a /proc/sys file, or "" if it
+// cannot be read (usually because this kernel does not have it).
+func readSysctl(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// nsPresent reports whether /proc/self/ns/<ns> exists, i.e. whether the
+// kernel supports that namespace type.
+func nsPresent(ns string) bool {
+	_, err := os.Lstat(filepath.Join("/proc/self/ns", ns))
+	return err == nil
+}
+
+// probeCgroups gathers the cgroup facts. It only reads: statfs on
+// /sys/fs/cgroup, /proc/self/mountinfo, /proc/self/cgroup and the caller's
+// cgroup.controllers, plus access(2) for W_OK on the caller's cgroup.
+func probeCgroups() cgroupFacts {
+	var c cgroupFacts
+	var st unix.Statfs_t
+	rootIsCgroup2 := unix.Statfs(cgroupRoot, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		c.ReadErr = err
+		return c
+	}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		c.ReadErr = err
+		return c
+	}
+	c.Layout = planCgroupLayout(rootIsCgroup2, parseCgroupMounts(string(mountinfo)), parseProcCgroup(string(self)))
+	if c.Layout.V2Dir != "" {
+		b, err := os.ReadFile(filepath.Join(c.Layout.V2Dir, "cgroup.controllers"))
+		c.V2Err = err
+		c.V2Controllers = strings.Fields(string(b))
+	}
+	if c.Layout.DelegationDir != "" {
+		// The path is already in the detail line, so keep the bare errno.
+		c.WritableErr = unix.Access(c.Layout.DelegationDir, unix.W_OK)
+	}
+	return c
+}
+
+// probeSeccomp gathers the seccomp facts from /proc/self/status,
+// prctl(PR_GET_SECCOMP) and /proc/sys/kernel/seccomp/actions_avail.
+func probeSeccomp() seccompFacts {
+	var s seccompFacts
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(status))
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "Seccomp:"); ok {
+				s.StatusLine = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
+	if err != nil {
+		s.ModeErr = os.NewSyscallError("prctl", err)
+	}
+	s.Mode = mode
+	actions, err := os.ReadFile("/proc/sys/kernel/seccomp/actions_avail")
+	s.ActionsAvail, s.ActionsErr = strings.TrimSpace(string(actions)), err
+	return s
+}
+
+// checkLandlock asks the kernel for its landlock ABI version.
+// Equivalent to landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+// requires Linux 5.13.
+func checkLandlock() Feature {
+	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if errno != 0 {
+		return landlockFeature(0, errno)
+	}
+	return landlockFeature(int(abi), nil)
+}
+
+// checkNftables opens and closes a NETLINK_NETFILTER socket.
+func checkNftables() Feature {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nftablesFeature(os.NewSyscallError("socket", err))
+	}
+	_ = unix.Close(fd)
+	return nftablesFeature(nil)
+}
+
+// checkMountAPI calls mount_setattr(2) with an empty attribute set, which the
+// kernel treats as a no-op (and the empty path without AT_EMPTY_PATH resolves
+// to nothing), so only ENOSYS is telling.
+func checkMountAPI() Feature {
+	return mountAPIFeature(unix.MountSetattr(-1, "", 0, &unix.MountAttr{}))
+}

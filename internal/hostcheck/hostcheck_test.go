@@ -1,0 +1,336 @@
+package hostcheck
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseKernelRelease(t *testing.T) {
+	tests := []struct {
+		name    string
+		release string
+		want    kernelVersion
+		wantErr bool
+	}{
+		{name: "ubuntu", release: "6.8.0-45-generic", want: kernelVersion{6, 8}},
+		{name: "custom suffix", release: "6.18.44-fc-v657", want: kernelVersion{6, 18}},
+		{name: "wsl", release: "5.15.153.1-microsoft-standard-WSL2", want: kernelVersion{5, 15}},
+		{name: "rc without patch", release: "6.12-rc1", want: kernelVersion{6, 12}},
+		{name: "two parts", release: "5.12", want: kernelVersion{5, 12}},
+		{name: "no minor", release: "6", wantErr: true},
+		{name: "not a number", release: "linux.x", wantErr: true},
+		{name: "empty", release: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseKernelRelease(tt.release)
+			if tt.wantErr {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got, "got %v, want %v", got, tt.want)
+		})
+	}
+}
+
+func TestKernelFeature(t *testing.T) {
+	tests := []struct {
+		name        string
+		release     string
+		wantVerdict Verdict
+		wantFix     string
+	}{
+		{name: "current", release: "6.18.44-fc-v657", wantVerdict: OK},
+		{name: "exactly 5.12", release: "5.12.0", wantVerdict: OK},
+		{name: "5.11 lacks mount_setattr", release: "5.11.22", wantVerdict: Missing, wantFix: "upgrade the kernel to 5.12 or later"},
+		{name: "4.19", release: "4.19.0-26-amd64", wantVerdict: Missing, wantFix: "upgrade the kernel to 5.12 or later"},
+		{name: "unparsable", release: "weird", wantVerdict: Warn, wantFix: "make sure the kernel is 5.12 or later (mount_setattr)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := kernelFeature(tt.release)
+			assert.Equal(t, nameKernel, got.Name)
+			assert.Equal(t, tt.wantVerdict, got.Verdict, "got verdict %q, want %q", got.Verdict, tt.wantVerdict)
+			assert.Equal(t, tt.wantFix, got.Fix)
+			assert.Contains(t, got.Detail, tt.release)
+		})
+	}
+}
+
+func TestNamespacesFeature(t *testing.T) {
+	tests := []struct {
+		name        string
+		absent      []string
+		wantVerdict Verdict
+		wantDetail  string
+		wantFix     string
+	}{
+		{name: "all present", wantVerdict: OK, wantDetail: "all present in /proc/self/ns"},
+		{
+			name:        "no net or cgroup",
+			absent:      []string{"net", "cgroup"},
+			wantVerdict: Missing,
+			wantDetail:  "not in /proc/self/ns: net, cgroup",
+			wantFix:     "use a kernel built with CONFIG_NET_NS=y, CONFIG_CGROUPS=y",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			present := func(ns string) bool {
+				for _, a := range tt.absent {
+					if a == ns {
+						return false
+					}
+				}
+				return true
+			}
+			got := namespacesFeature(present)
+			assert.Equal(t, Feature{Name: nameNamespaces, Verdict: tt.wantVerdict, Detail: tt.wantDetail, Fix: tt.wantFix}, got)
+		})
+	}
+}
+
+func TestTimeNSFeature(t *testing.T) {
+	tests := []struct {
+		name        string
+		present     bool
+		wantVerdict Verdict
+	}{
+		{name: "present", present: true, wantVerdict: OK},
+		{name: "absent", present: false, wantVerdict: Warn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := timeNSFeature(tt.present)
+			assert.Equal(t, tt.wantVerdict, got.Verdict)
+			assertFixMatchesVerdict(t, got)
+		})
+	}
+}
+
+func TestSeccompFeature(t *testing.T) {
+	const actions = "kill_process kill_thread trap errno user_notif trace log allow"
+	tests := []struct {
+		name        string
+		facts       seccompFacts
+		wantVerdict Verdict
+		wantDetail  string
+	}{
+		{
+			name:        "unfiltered with kill_process",
+			facts:       seccompFacts{StatusLine: "0", Mode: 0, ActionsAvail: actions},
+			wantVerdict: OK,
+			wantDetail:  "mode 0; actions " + actions,
+		},
+		{
+			name:        "already filtered",
+			facts:       seccompFacts{StatusLine: "2", Mode: 2, ActionsAvail: actions},
+			wantVerdict: OK,
+			wantDetail:  "mode 2 (this process is already filtered; jail's filter stacks on it); actions " + actions,
+		},
+		{
+			name:        "old kernel without kill_process",
+			facts:       seccompFacts{StatusLine: "0", ActionsAvail: "kill trap errno trace allow"},
+			wantVerdict: Warn,
+			wantDetail:  `mode 0; no kill_process in actions "kill trap errno trace allow"`,
+		},
+		{
+			name:        "no actions_avail",
+			facts:       seccompFacts{StatusLine: "0", ActionsErr: syscall.ENOENT},
+			wantVerdict: Warn,
+			wantDetail:  "mode 0; read actions_avail: " + syscall.ENOENT.Error(),
+		},
+		{
+			name:        "no status line",
+			facts:       seccompFacts{ActionsAvail: actions},
+			wantVerdict: Missing,
+			wantDetail:  "no Seccomp line in /proc/self/status",
+		},
+		{
+			name:        "prctl fails",
+			facts:       seccompFacts{StatusLine: "0", ModeErr: syscall.EINVAL},
+			wantVerdict: Missing,
+			wantDetail:  "prctl PR_GET_SECCOMP: " + syscall.EINVAL.Error(),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := seccompFeature(tt.facts)
+			assert.Equal(t, tt.wantVerdict, got.Verdict, "got verdict %q, want %q", got.Verdict, tt.wantVerdict)
+			assert.Equal(t, tt.wantDetail, got.Detail)
+			assertFixMatchesVerdict(t, got)
+		})
+	}
+}
+
+func TestLandlockFeature(t *testing.T) {
+	tests := []struct {
+		name        string
+		abi         int
+		err         error
+		wantVerdict Verdict
+		wantDetail  string
+	}{
+		{name: "abi 6", abi: 6, wantVerdict: OK, wantDetail: "ABI v6"},
+		{name: "disabled at boot", err: syscall.EOPNOTSUPP, wantVerdict: Warn, wantDetail: "built in but disabled at boot (jail does not use it yet)"},
+		{name: "not built", err: syscall.ENOSYS, wantVerdict: Warn, wantDetail: "not in this kernel (jail does not use it yet)"},
+		{name: "other error", err: syscall.EPERM, wantVerdict: Warn, wantDetail: "landlock_create_ruleset: " + syscall.EPERM.Error() + " (jail does not use it yet)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := landlockFeature(tt.abi, tt.err)
+			assert.Equal(t, tt.wantVerdict, got.Verdict, "got verdict %q, want %q", got.Verdict, tt.wantVerdict)
+			assert.Equal(t, tt.wantDetail, got.Detail)
+			assertFixMatchesVerdict(t, got)
+		})
+	}
+}
+
+func TestNftablesFeature(t *testing.T) {
+	tests := []struct {
+		name        string
+		err         error
+		wantVerdict Verdict
+	}{
+		{name: "socket opens", wantVerdict: OK},
+		{name: "protocol not supported", err: os.NewSyscallError("socket", syscall.EPROTONOSUPPORT), wantVerdict: Warn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := nftablesFeature(tt.err)
+			assert.Equal(t, tt.wantVerdict, got.Verdict, "got verdict %q, want %q", got.Verdict, tt.wantVerdict)
+			assertFixMatchesVerdict(t, got)
+		})
+	}
+}
+
+func TestMountAPIFeature(t *testing.T) {
+	tests := []struct {
+		name        string
+		err         error
+		wantVerdict Verdict
+	}{
+		{name: "no-op succeeds", wantVerdict: OK},
+		{name: "EBADF", err: syscall.EBADF, wantVerdict: OK},
+		{name: "EINVAL", err: syscall.EINVAL, wantVerdict: OK},
+		{name: "EPERM unprivileged", err: syscall.EPERM, wantVerdict: OK},
+		{name: "ENOSYS", err: syscall.ENOSYS, wantVerdict: Missing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := mountAPIFeature(tt.err)
+			assert.Equal(t, tt.wantVerdict, got.Verdict, "got verdict %q, want %q", got.Verdict, tt.wantVerdict)
+			assertFixMatchesVerdict(t, got)
+		})
+	}
+}
+
+func TestCallerFeature(t *testing.T) {
+	tests := []struct {
+		name      string
+		uid, euid int
+		want      string
+	}{
+		{name: "root", uid: 0, euid: 0, want: "root (jail maps in-jail ids to host uid 65534)"},
+		{name: "unprivileged", uid: 1000, euid: 1000, want: "uid 1000 (unprivileged: jail maps your uid into the jail)"},
+		{name: "setuid root", uid: 1000, euid: 0, want: "uid 1000, euid 0 (root: jail maps in-jail ids to host uid 65534)"},
+		{name: "different euid", uid: 1000, euid: 1001, want: "uid 1000, euid 1001 (unprivileged: jail maps your uid into the jail)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, Feature{Name: nameCaller, Verdict: OK, Detail: tt.want}, callerFeature(tt.uid, tt.euid))
+		})
+	}
+}
+
+// assertFixMatchesVerdict checks that a fix is given exactly when the verdict is not OK.
+func assertFixMatchesVerdict(t *testing.T, f Feature) {
+	t.Helper()
+	if f.Verdict == OK {
+		assert.Empty(t, f.Fix, "%s: got a fix for an OK verdict", f.Name)
+	} else {
+		assert.NotEmpty(t, f.Fix, "%s: got no fix for verdict %q", f.Name, f.Verdict)
+	}
+}
+
+func TestRun(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		got := Run()
+		require.Len(t, got, 1)
+		assert.Equal(t, Missing, got[0].Verdict)
+		return
+	}
+
+	// The first Run makes the Go runtime open its netpoller (an epoll fd
+	// and an eventfd) for os/exec; they stay open, so count fds after it.
+	start := time.Now()
+	Run()
+	t.Logf("first Run took %v", time.Since(start))
+	fdsBefore := openFDs(t)
+	start = time.Now()
+	features := Run()
+	elapsed := time.Since(start)
+	t.Logf("Run took %v", elapsed)
+	for _, f := range features {
+		t.Logf("%-45s %-7s %s | %s", f.Name, f.Verdict, f.Detail, f.Fix)
+	}
+
+	wantNames := []string{nameKernel, nameUserNS, nameNamespaces, nameTimeNS, nameCgroups,
+		nameSeccomp, nameLandlock, nameNftables, nameMountAPI, nameCaller}
+	require.Len(t, features, len(wantNames))
+	byName := map[string]Feature{}
+	for i, f := range features {
+		assert.Equal(t, wantNames[i], f.Name, "feature %d: got %q, want %q", i, f.Name, wantNames[i])
+		assert.Contains(t, []Verdict{OK, Warn, Missing}, f.Verdict, "%s: got verdict %q", f.Name, f.Verdict)
+		assert.NotEmpty(t, f.Detail, "%s: empty detail", f.Name)
+		assert.NotContains(t, f.Detail, "\n", "%s: detail is not one line", f.Name)
+		assert.NotContains(t, f.Fix, "\n", "%s: fix is not one line", f.Name)
+		assertFixMatchesVerdict(t, f)
+		byName[f.Name] = f
+	}
+
+	t.Run("kernel is recent enough", func(t *testing.T) {
+		assert.Equal(t, OK, byName[nameKernel].Verdict, "got %+v", byName[nameKernel])
+	})
+	t.Run("root can create a user namespace", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root: an unprivileged caller may legitimately be refused")
+		}
+		assert.Equal(t, OK, byName[nameUserNS].Verdict, "got %+v", byName[nameUserNS])
+	})
+	t.Run("caller is always ok", func(t *testing.T) {
+		assert.Equal(t, OK, byName[nameCaller].Verdict)
+	})
+	t.Run("no fd leaked", func(t *testing.T) {
+		assert.Equal(t, fdsBefore, openFDs(t), "got %d open fds after Run, want %d", openFDs(t), fdsBefore)
+	})
+	t.Run("fast", func(t *testing.T) {
+		// The budget is 50 ms; allow slack for loaded CI machines.
+		assert.Less(t, elapsed, 500*time.Millisecond)
+	})
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("no /proc/self/fd")
+	}
+	require.NoError(t, err)
+	return len(entries)
+}
+
+func BenchmarkRun(b *testing.B) {
+	for b.Loop() {
+		Run()
+	}
+}
