@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jailrt/jail/internal/hostcheck"
+)
+
+func newCheckCommand(stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Say what this host and this caller can do",
+		Long: "check probes the kernel features jail uses, for the calling user, without changing anything,\n" +
+			"and prints a verdict per feature (ok, warn, missing) with a fix for what is not ok.\n" +
+			"It exits 1 when a feature jail needs is missing.",
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			features := hostcheck.Run()
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(features); err != nil {
+					return err
+				}
+			} else {
+				tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+				for _, f := range features {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Verdict, f.Name, f.Detail)
+					if f.Fix != "" {
+						fmt.Fprintf(tw, "\t\tfix: %s\n", f.Fix)
+					}
+				}
+				tw.Flush()
+			}
+			for _, f := range features {
+				if f.Verdict == hostcheck.Missing {
+					return &exitError{code: 1}
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdicts as a JSON array")
+	return cmd
+}

@@ -1,0 +1,70 @@
+// Command jail runs a command in a jail and reports what happened.
+//
+//	jail run --profile strict -- sh -c 'id; echo hi'
+//	jail run --json --timeout 2s -- python3 solution.py < input
+//	jail check
+//
+// See README.md and `jail run --help`.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jailrt/jail"
+)
+
+// exitError carries an exit code out of a subcommand; its message, when
+// not empty, is printed as one line on stderr.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// usageError is bad input: exit 125 with one line naming the field.
+func usageError(format string, args ...any) error {
+	return &exitError{code: jail.ExitSetupError, msg: fmt.Sprintf(format, args...)}
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "jail",
+		Short:         "Run a command in a Linux jail and report what happened",
+		Long:          "jail runs a command in fresh user, pid, mount, net, uts, ipc, cgroup and time namespaces\nover a read-only root, without capabilities, and reports its exit status, time and output.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%v", err) })
+	root.AddCommand(newRunCommand(stdout, stderr), newCheckCommand(stdout), newVersionCommand(stdout))
+	return root
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, "jail:", ee.msg)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "jail:", err)
+	return jail.ExitSetupError
+}

@@ -1,0 +1,368 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/profiles"
+)
+
+// runFlags are `jail run`'s flags; each overrides the profile's field when
+// given.
+type runFlags struct {
+	profile                         string
+	binds, roBinds, tmpfs           []string
+	rootfs                          string
+	env                             []string
+	envFile                         string
+	cwd, hostname                   string
+	uid, gid, hostUID, hostGID      string
+	timeout, killGrace              time.Duration
+	outputLimit, tmpSize            string
+	rlimits                         []string
+	stdin                           string
+	asJSON                          bool
+	report                          string
+	allowUnenforced, allowSensitive bool
+	noNS                            map[string]*bool
+}
+
+func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
+	f := &runFlags{noNS: map[string]*bool{}}
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARGS...]",
+		Short: "Run a command in a jail",
+		Long: `run starts COMMAND in a jail built from a profile (default: "default") and the flags, which
+override the profile. COMMAND without a slash is searched in the jail's PATH.
+
+Output: by default the command's stdin, stdout and stderr are jail's own (streaming). With --json,
+stdout and stderr are captured (head and tail up to --output-limit each) and jail prints exactly one
+JSON document (schema jail.result/v1) on its stdout. --report FILE writes that document to FILE in
+either mode.
+
+Exit status: the command's own; 128+N when it was killed by signal N; 124 when --timeout passed;
+125 when jail itself failed or the input was bad; 126 or 127 when the command could not be executed
+or was not found.`,
+		Example: `  jail run --profile strict -- sh -c 'id; echo hi'
+  jail run --json --timeout 2s --ro-bind ./solution:/work -- python3 /work/main.py
+  jail run --rootfs /srv/debian --tmpfs /scratch:size=16M -- /bin/bash`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError("command: missing (give it after --)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runJail(cmd, f, args, stdout, stderr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false) // everything after the command is its own
+	fl.StringVar(&f.profile, "profile", "default", "profile: a built-in name (strict, default) or a YAML/JSON file")
+	fl.StringArrayVar(&f.binds, "bind", nil, "bind host `SRC[:DST]` read-write (repeatable)")
+	fl.StringArrayVar(&f.roBinds, "ro-bind", nil, "bind host `SRC[:DST]` read-only (repeatable)")
+	fl.StringArrayVar(&f.tmpfs, "tmpfs", nil, "mount a tmpfs at `DST[:size=SIZE]` (default size 64M; repeatable)")
+	fl.StringVar(&f.rootfs, "rootfs", "", "use host directory `DIR` as the read-only root instead of the default tmpfs root")
+	fl.StringArrayVar(&f.env, "env", nil, "set `KEY=VALUE` in the jail's environment (repeatable; added to the profile's)")
+	fl.StringVar(&f.envFile, "env-file", "", "read KEY=VALUE lines from `FILE` (# comments and blank lines skipped)")
+	fl.StringVar(&f.cwd, "cwd", "", "working directory inside the jail (default /tmp)")
+	fl.StringVar(&f.hostname, "hostname", "", "hostname inside the jail (default jail)")
+	fl.StringVar(&f.uid, "uid", "", "user id inside the jail (default 1000)")
+	fl.StringVar(&f.gid, "gid", "", "group id inside the jail (default 1000)")
+	fl.StringVar(&f.hostUID, "host-uid", "", "host user id the jail's uid maps to when run as root (default 65534)")
+	fl.StringVar(&f.hostGID, "host-gid", "", "host group id the jail's gid maps to when run as root (default 65534)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit; then every process in the jail is killed (0: none; strict 10s, default 60s)")
+	fl.DurationVar(&f.killGrace, "kill-grace", 0, "at the timeout send SIGTERM first and SIGKILL after this long")
+	fl.StringVar(&f.outputLimit, "output-limit", "", "bytes of stdout and of stderr kept with --json (head and tail), e.g. 1M")
+	fl.StringVar(&f.tmpSize, "tmp-size", "", "size of the jail's /tmp, e.g. 64M")
+	fl.StringArrayVar(&f.rlimits, "rlimit", nil, "resource limit `NAME=SOFT[:HARD]`, e.g. nofile=256 or stack=8388608:unlimited (repeatable)")
+	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own), none (closed: /dev/null) or a FILE")
+	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
+	fl.StringVar(&f.report, "report", "", "also write the JSON result to `FILE`")
+	fl.BoolVar(&f.allowUnenforced, "allow-unenforced", false, "run even if something asked for cannot be enforced here; the report lists it")
+	fl.BoolVar(&f.allowSensitive, "allow-sensitive-sources", false, "allow bind sources under /proc, /sys, /dev, /boot, /run, the whole /etc or /")
+	for _, ns := range jail.Namespaces {
+		f.noNS[ns] = fl.Bool("no-"+ns+"ns", false, "do not create a "+ns+" namespace (trusted uses only)")
+	}
+	return cmd
+}
+
+func parseID(flag, s string) (*uint32, error) {
+	if s == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == 1<<32-1 {
+		return nil, usageError("--%s %q: want a number from 0 to 4294967294", flag, s)
+	}
+	v := uint32(n)
+	return &v, nil
+}
+
+// buildSpec loads the profile and applies the flags that were given.
+func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
+	p, err := profiles.Load(f.profile)
+	if err != nil {
+		return jail.Spec{}, usageError("--profile: %v", err)
+	}
+	s := p.Spec
+	changed := cmd.Flags().Changed
+	for _, m := range []struct {
+		typ  mounts.Type
+		flag string
+		args []string
+	}{{mounts.Bind, "bind", f.binds}, {mounts.ROBind, "ro-bind", f.roBinds}, {mounts.Tmpfs, "tmpfs", f.tmpfs}} {
+		for _, a := range m.args {
+			mm, err := mounts.Parse(m.typ, a)
+			if err != nil {
+				return s, usageError("--%s %q: %v", m.flag, a, err)
+			}
+			s.Mounts = append(s.Mounts, mm)
+		}
+	}
+	if changed("rootfs") {
+		s.Root = f.rootfs
+	}
+	env := s.Env
+	if env == nil {
+		env = append([]string{}, jail.DefaultEnv...)
+	}
+	if f.envFile != "" {
+		lines, err := readEnvFile(f.envFile)
+		if err != nil {
+			return s, usageError("--env-file %q: %v", f.envFile, err)
+		}
+		env = setEnv(env, lines...)
+	}
+	for _, e := range f.env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return s, usageError("--env %q: want KEY=VALUE", e)
+		}
+	}
+	s.Env = setEnv(env, f.env...)
+	if changed("cwd") {
+		s.Cwd = f.cwd
+	}
+	if changed("hostname") {
+		s.Hostname = f.hostname
+	}
+	for _, id := range []struct {
+		flag, val string
+		dst       **uint32
+	}{{"uid", f.uid, &s.UID}, {"gid", f.gid, &s.GID}, {"host-uid", f.hostUID, &s.HostUID}, {"host-gid", f.hostGID, &s.HostGID}} {
+		v, err := parseID(id.flag, id.val)
+		if err != nil {
+			return s, err
+		}
+		if v != nil {
+			*id.dst = v
+		}
+	}
+	if changed("timeout") {
+		if f.timeout < 0 {
+			return s, usageError("--timeout %s: must not be negative", f.timeout)
+		}
+		s.Timeout = jail.Duration(f.timeout)
+	}
+	if changed("kill-grace") {
+		if f.killGrace < 0 {
+			return s, usageError("--kill-grace %s: must not be negative", f.killGrace)
+		}
+		s.KillGrace = jail.Duration(f.killGrace)
+	}
+	for _, sz := range []struct {
+		flag, val string
+		dst       *int64
+	}{{"output-limit", f.outputLimit, &s.OutputLimitBytes}, {"tmp-size", f.tmpSize, &s.TmpSizeBytes}} {
+		if sz.val == "" {
+			continue
+		}
+		n, err := mounts.ParseSize(sz.val)
+		if err != nil {
+			return s, usageError("--%s %q: %v", sz.flag, sz.val, err)
+		}
+		*sz.dst = n
+	}
+	for _, r := range f.rlimits {
+		rl, err := parseRlimit(r)
+		if err != nil {
+			return s, usageError("--rlimit %q: %v", r, err)
+		}
+		s.Rlimits = setRlimit(s.Rlimits, rl)
+	}
+	if changed("allow-unenforced") {
+		s.AllowUnenforced = f.allowUnenforced
+	}
+	if changed("allow-sensitive-sources") {
+		s.AllowSensitiveSources = f.allowSensitive
+	}
+	for _, ns := range jail.Namespaces {
+		if *f.noNS[ns] {
+			s.DisableNamespaces = append(s.DisableNamespaces, ns)
+		}
+	}
+	return s, nil
+}
+
+func parseRlimit(s string) (jail.Rlimit, error) {
+	name, val, ok := strings.Cut(s, "=")
+	if !ok {
+		return jail.Rlimit{}, errors.New("want NAME=SOFT[:HARD]")
+	}
+	softS, hardS, hasHard := strings.Cut(val, ":")
+	soft, err := jail.ParseRlimitValue(softS)
+	if err != nil {
+		return jail.Rlimit{}, err
+	}
+	hard := soft
+	if hasHard {
+		if hard, err = jail.ParseRlimitValue(hardS); err != nil {
+			return jail.Rlimit{}, err
+		}
+	}
+	return jail.Rlimit{Name: name, Soft: soft, Hard: hard}, nil
+}
+
+func setRlimit(list []jail.Rlimit, r jail.Rlimit) []jail.Rlimit {
+	out := append([]jail.Rlimit{}, list...)
+	for i := range out {
+		if out[i].Name == r.Name {
+			out[i] = r
+			return out
+		}
+	}
+	return append(out, r)
+}
+
+// setEnv sets each KEY=VALUE in env, replacing an earlier value of KEY.
+func setEnv(env []string, kvs ...string) []string {
+	out := append([]string{}, env...)
+	for _, kv := range kvs {
+		k, _, _ := strings.Cut(kv, "=")
+		replaced := false
+		for i, e := range out {
+			if strings.HasPrefix(e, k+"=") {
+				out[i], replaced = kv, true
+			}
+		}
+		if !replaced {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func readEnvFile(path string) ([]string, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	var out []string
+	sc := bufio.NewScanner(fh)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if k, _, ok := strings.Cut(line, "="); !ok || k == "" {
+			return nil, fmt.Errorf("line %d: want KEY=VALUE", n)
+		}
+		out = append(out, line)
+	}
+	return out, sc.Err()
+}
+
+func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.Writer) error {
+	spec, err := buildSpec(cmd, f)
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	c := jail.Command(ctx, spec, args[0], args[1:]...)
+	c.Capture = f.asJSON
+	switch f.stdin {
+	case "-":
+		c.Stdin = os.Stdin
+	case "none":
+	default:
+		in, err := os.Open(f.stdin)
+		if err != nil {
+			return usageError("--stdin %q: %v", f.stdin, err)
+		}
+		defer in.Close()
+		c.Stdin = in
+	}
+	if !f.asJSON {
+		c.Stdout, c.Stderr = stdout, stderr
+		if fh, ok := stdout.(*os.File); ok { // pass the descriptors through: no copying
+			c.Stdout = fh
+		}
+	}
+
+	// Signals to jail go to every process in the jail; the timeout still
+	// applies to a workload that ignores them.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+
+	runErr := c.Start()
+	if runErr == nil {
+		go func() {
+			for s := range sigs {
+				_ = c.Signal(s)
+			}
+		}()
+		runErr = c.Wait()
+	}
+	r := c.Result
+	if r == nil { // cannot happen: Start and Wait always set it
+		return &exitError{code: jail.ExitSetupError, msg: fmt.Sprint(runErr)}
+	}
+	if f.report != "" {
+		if err := writeReport(f.report, r); err != nil {
+			fmt.Fprintf(stderr, "jail: --report %q: %v\n", f.report, err)
+		}
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return &exitError{code: jail.ExitSetupError, msg: "writing the result: " + err.Error()}
+		}
+	}
+	msg := ""
+	if r.Error != nil && runErr != nil {
+		msg = runErr.Error()
+		if errors.Is(runErr, jail.ErrInvalidSpec) || errors.Is(runErr, jail.ErrNotSupported) {
+			msg = r.Error.Message
+		}
+	}
+	if r.ExitCode == 0 {
+		return nil
+	}
+	return &exitError{code: r.ExitCode, msg: msg}
+}
+
+func writeReport(path string, r *jail.Result) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

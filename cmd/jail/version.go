@@ -1,0 +1,36 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at link time: -ldflags "-X main.version=v0.1.0".
+var version = ""
+
+func newVersionCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print jail's version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			v := version
+			if v == "" {
+				v = "devel"
+				if bi, ok := debug.ReadBuildInfo(); ok {
+					for _, s := range bi.Settings {
+						if s.Key == "vcs.revision" {
+							v += " " + s.Value
+						}
+					}
+				}
+			}
+			fmt.Fprintf(stdout, "jail %s %s %s/%s\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,527 @@
+package jail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail/internal/capture"
+	"github.com/jailrt/jail/nsexec"
+	"github.com/jailrt/jail/rootfs"
+)
+
+// stageCaps are the capabilities the child stage keeps across its exec as
+// ambient capabilities, all of them in the jail's user namespace only: it
+// mounts, pivots, names the host, brings lo up and sets ids. The workload
+// drops every capability before it runs.
+var stageCaps = []uintptr{
+	unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_SETPCAP,
+	unix.CAP_KILL, unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER, unix.CAP_CHOWN,
+}
+
+// Cmd runs one command in a jail. It is shaped like os/exec.Cmd:
+//
+//	c := jail.Command(ctx, spec, "/bin/sh", "-c", "id")
+//	c.Stdout = os.Stdout
+//	err := c.Run()
+//
+// Wait returns nil when the workload ran, whatever its exit status; the
+// outcome is in c.Result.
+type Cmd struct {
+	// Spec is what to isolate.
+	Spec Spec
+	// Args is the command and its arguments; Args[0] without a slash is
+	// searched in the jail's PATH.
+	Args []string
+	// Stdin, Stdout and Stderr are the workload's standard streams. An
+	// *os.File is passed to the workload as it is; other readers and
+	// writers are copied through pipes; nil means /dev/null.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Capture collects stdout and stderr into the Result (head and tail up
+	// to Spec.OutputLimitBytes each) besides writing them to Stdout and
+	// Stderr when those are set.
+	Capture bool
+	// Logger receives debug and lifecycle records; nil discards them.
+	Logger *slog.Logger
+	// HelperPath is the executable re-executed as the jail's child stage; it
+	// must link package jail (or nsexec). Empty means /proc/self/exe.
+	HelperPath string
+	// Result is the report of the run, set by Wait (and by Start when it
+	// fails).
+	Result *Result
+
+	ctx     context.Context
+	started bool
+	l       *launch
+	ec      *exec.Cmd
+	sync    *os.File
+	stdout  *capture.Buffer
+	stderr  *capture.Buffer
+	waitc   chan error
+	monitor chan struct{}
+	begin   time.Time
+
+	mu         sync.Mutex
+	end        time.Time
+	exited     *nsexec.Msg // MsgExited
+	execErr    *nsexec.Msg // MsgExecError
+	killReason Status      // timed_out or canceled, once the jail is being killed
+	timers     []*time.Timer
+	done       chan struct{}
+}
+
+// Command returns a Cmd that runs name with args in a jail described by
+// spec. Cancelling ctx kills the whole jail.
+func Command(ctx context.Context, spec Spec, name string, args ...string) *Cmd {
+	return &Cmd{ctx: ctx, Spec: spec, Args: append([]string{name}, args...)}
+}
+
+// Run starts the jail and waits for it.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+func (c *Cmd) log() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
+}
+
+// fail records a run that never started and returns err.
+func (c *Cmd) fail(step string, err error) error {
+	r := c.newResult()
+	r.Status, r.ExitCode = StatusSetupError, ExitSetupError
+	r.Error = &ErrorInfo{Step: step, Errno: errnoName(err), Message: err.Error()}
+	c.Result = r
+	return err
+}
+
+func (c *Cmd) newResult() *Result {
+	r := &Result{Schema: Schema, Output: "streamed"}
+	if c.l != nil {
+		r.Isolation = c.l.iso
+	} else {
+		r.Isolation = Isolation{Namespaces: []string{}, UIDMap: []IDMap{}, GIDMap: []IDMap{}, NotEnforced: []string{}}
+	}
+	if c.Capture {
+		r.Output = "captured"
+	}
+	return r
+}
+
+var (
+	hostOnce  sync.Once
+	hostCache hostFacts
+)
+
+// currentHost returns the host facts, probed once per process; the copy
+// is the caller's to extend.
+func currentHost() hostFacts {
+	hostOnce.Do(func() {
+		hostCache.namespaces = map[string]bool{}
+		for ns, file := range map[string]string{"user": "user", "pid": "pid", "mount": "mnt", "net": "net",
+			"uts": "uts", "ipc": "ipc", "cgroup": "cgroup", "time": "time"} {
+			if _, err := os.Lstat("/proc/self/ns/" + file); err == nil {
+				hostCache.namespaces[ns] = true
+			}
+		}
+		hostCache.fs = rootfs.Probe()
+	})
+	h := hostCache
+	h.euid, h.egid = os.Geteuid(), os.Getegid()
+	h.fs = rootfs.Host{Attach: hostCache.fs.Attach, Links: map[string]string{}, Exists: map[string]bool{}, Files: map[string]bool{}}
+	for k, v := range hostCache.fs.Links {
+		h.fs.Links[k] = v
+	}
+	for k, v := range hostCache.fs.Exists {
+		h.fs.Exists[k] = v
+	}
+	for k, v := range hostCache.fs.Files {
+		h.fs.Files[k] = v
+	}
+	return h
+}
+
+// Start validates the Spec, plans the jail, clones the child stage into new
+// namespaces, hands it the plan and lets the workload start once the jail
+// is built. It returns a *SpecError (ErrInvalidSpec), a *FeatureError
+// (ErrNotSupported) or an *InitError, and then Result says the same.
+func (c *Cmd) Start() (retErr error) {
+	if c.started {
+		return errors.New("jail: already started")
+	}
+	c.started = true
+	if c.ctx == nil {
+		c.ctx = context.Background()
+	}
+	if err := c.Spec.Validate(); err != nil {
+		return c.fail("spec", err)
+	}
+	l, err := newLaunch(&c.Spec, c.Args, currentHost())
+	if err != nil {
+		step := "spec"
+		if errors.Is(err, ErrNotSupported) {
+			step = "host"
+		}
+		return c.fail(step, err)
+	}
+	c.l = l
+	plan, err := l.plan.Encode()
+	if err != nil {
+		return c.fail("encode plan", err)
+	}
+	if err := c.ctx.Err(); err != nil {
+		return c.fail("start", err)
+	}
+
+	helper := c.HelperPath
+	if helper == "" {
+		helper = "/proc/self/exe"
+	}
+	planR, planW, err := os.Pipe()
+	if err != nil {
+		return c.fail("plan pipe", err)
+	}
+	defer planR.Close()
+	defer planW.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return c.fail("sync socket", os.NewSyscallError("socketpair", err))
+	}
+	c.sync = os.NewFile(uintptr(fds[0]), "jail-sync")
+	childSync := os.NewFile(uintptr(fds[1]), "jail-sync-child")
+	defer childSync.Close()
+	defer func() {
+		if retErr != nil {
+			c.sync.Close()
+		}
+	}()
+
+	ec := &exec.Cmd{
+		Path:       helper,
+		Args:       []string{nsexec.InitArg0},
+		Env:        []string{}, // the child builds the workload's environment from the plan
+		ExtraFiles: []*os.File{planR, childSync},
+		Stdin:      c.Stdin,
+		Stdout:     c.Stdout,
+		Stderr:     c.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: l.cloneflags,
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	if c.Capture {
+		c.stdout, c.stderr = capture.New(c.Spec.outputLimit()), capture.New(c.Spec.outputLimit())
+		ec.Stdout, ec.Stderr = tee(c.stdout, c.Stdout), tee(c.stderr, c.Stderr)
+	}
+	if l.userns {
+		a := ec.SysProcAttr
+		for _, m := range l.uidMap {
+			a.UidMappings = append(a.UidMappings, syscall.SysProcIDMap{ContainerID: int(m.InsideID), HostID: int(m.OutsideID), Size: int(m.Count)})
+		}
+		for _, m := range l.gidMap {
+			a.GidMappings = append(a.GidMappings, syscall.SysProcIDMap{ContainerID: int(m.InsideID), HostID: int(m.OutsideID), Size: int(m.Count)})
+		}
+		a.GidMappingsEnableSetgroups = l.setgroups
+		// As root, setuid to the jail's id (a host nobody) before exec;
+		// setgroups drops root's supplementary groups.
+		a.Credential = &syscall.Credential{Uid: l.plan.UID, Gid: l.plan.GID, NoSetGroups: !l.setgroups}
+		a.AmbientCaps = stageCaps
+	}
+	c.ec = ec
+
+	// Pdeathsig fires when the thread that forked the child exits
+	// (go.dev/issue/27505), so the child is started and reaped on one
+	// locked thread.
+	started := make(chan error, 1)
+	c.waitc = make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := ec.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		c.waitc <- ec.Wait()
+	}()
+	if err := <-started; err != nil {
+		return c.fail("clone", cloneError(err))
+	}
+	c.log().Debug("child started", "pid", ec.Process.Pid)
+	c.done = make(chan struct{})
+	c.armKillers()
+	planR.Close()
+	childSync.Close()
+
+	if _, err := planW.Write(plan); err != nil {
+		c.log().Debug("plan write", "err", err) // the child died; its report or EOF follows
+	}
+	planW.Close()
+
+	var m nsexec.Msg
+	if err := c.recv(&m); err != nil || m.Type != nsexec.MsgReady {
+		c.kill(syscall.SIGKILL)
+		<-c.waitc
+		c.stopTimers()
+		c.sync.Close()
+		if err == nil && m.Type == nsexec.MsgSetupError {
+			err = c.childError(m)
+			return c.fail(m.Step, err)
+		}
+		if err == nil {
+			err = fmt.Errorf("unexpected sync message %d", m.Type)
+		}
+		return c.fail("init", c.deathError("before it was ready", err))
+	}
+	// Cgroup attachment (issue #3) belongs here, while the child waits.
+	c.begin = time.Now()
+	if err := c.send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
+		c.log().Debug("send go", "err", err)
+	}
+	c.monitor = make(chan struct{})
+	go c.watch()
+	c.log().Info("jail started", "pid", ec.Process.Pid, "namespaces", strings.Join(l.iso.Namespaces, ","))
+	return nil
+}
+
+func tee(buf *capture.Buffer, w io.Writer) io.Writer {
+	if w == nil {
+		return buf
+	}
+	return io.MultiWriter(buf, w)
+}
+
+// cloneError explains the usual reasons clone(2) of a user namespace fails.
+func cloneError(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOSPC) {
+		return &InitError{Step: "clone", Detail: "creating namespaces; `jail check` says what this host allows", Err: err}
+	}
+	return &InitError{Step: "clone", Err: err}
+}
+
+func (c *Cmd) recv(m *nsexec.Msg) error {
+	b := make([]byte, nsexec.MsgSize)
+	for {
+		n, err := c.sync.Read(b)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.EOF
+		}
+		return m.UnmarshalBinary(b[:n])
+	}
+}
+
+func (c *Cmd) send(m nsexec.Msg) error {
+	b, err := m.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	_, err = c.sync.Write(b)
+	return err
+}
+
+// childError rebuilds a child stage failure as an *InitError.
+func (c *Cmd) childError(m nsexec.Msg) error {
+	e := &InitError{Step: m.Step, Err: syscall.Errno(m.Errno)}
+	if m.Index >= 0 && int(m.Index) < len(c.l.opNames) {
+		e.Detail = c.l.opNames[m.Index]
+	}
+	return e
+}
+
+// deathError explains a child stage that ended without a report.
+func (c *Cmd) deathError(when string, err error) error {
+	state := "exited"
+	if c.ec.ProcessState != nil {
+		state = c.ec.ProcessState.String()
+	}
+	return fmt.Errorf("jail init ended %s (%s): %w", when, state, err)
+}
+
+// watch reads the child's reports until the child is gone.
+func (c *Cmd) watch() {
+	defer close(c.monitor)
+	for {
+		var m nsexec.Msg
+		if err := c.recv(&m); err != nil {
+			return
+		}
+		c.mu.Lock()
+		switch m.Type {
+		case nsexec.MsgExited:
+			c.exited, c.end = &m, time.Now()
+		case nsexec.MsgExecError:
+			c.execErr, c.end = &m, time.Now()
+		}
+		c.mu.Unlock()
+	}
+}
+
+// armKillers starts the timeout and the context watch.
+func (c *Cmd) armKillers() {
+	if t := time.Duration(c.Spec.Timeout); t > 0 {
+		c.timers = append(c.timers, time.AfterFunc(t, func() { c.terminate(StatusTimedOut) }))
+	}
+	if c.ctx.Done() != nil {
+		go func() {
+			select {
+			case <-c.ctx.Done():
+				reason := StatusCanceled
+				if errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
+					reason = StatusTimedOut
+				}
+				c.terminate(reason)
+			case <-c.done:
+			}
+		}()
+	}
+}
+
+// terminate ends the jail for reason: SIGTERM to every process first when
+// the Spec has a kill grace, then SIGKILL to PID 1, which takes the whole
+// PID namespace with it.
+func (c *Cmd) terminate(reason Status) {
+	c.mu.Lock()
+	if c.killReason != "" || c.exited != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.killReason = reason
+	grace := time.Duration(c.Spec.KillGrace)
+	if grace > 0 {
+		c.timers = append(c.timers, time.AfterFunc(grace, func() { c.kill(syscall.SIGKILL) }))
+	}
+	c.mu.Unlock()
+	c.log().Info("killing jail", "reason", string(reason))
+	if grace > 0 {
+		c.kill(syscall.SIGTERM)
+		return
+	}
+	c.kill(syscall.SIGKILL)
+}
+
+func (c *Cmd) kill(sig syscall.Signal) {
+	if c.ec != nil && c.ec.Process != nil {
+		_ = c.ec.Process.Signal(sig) // pidfd-backed: never a recycled pid
+	}
+}
+
+func (c *Cmd) stopTimers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.timers {
+		t.Stop()
+	}
+	if c.done != nil {
+		select {
+		case <-c.done:
+		default:
+			close(c.done)
+		}
+	}
+}
+
+// Signal sends sig to every process in the jail (to the workload's process
+// group when the jail has no PID namespace).
+func (c *Cmd) Signal(sig os.Signal) error {
+	if c.ec == nil || c.ec.Process == nil {
+		return errors.New("jail: not started")
+	}
+	return c.ec.Process.Signal(sig)
+}
+
+// Wait waits for the jail to end and sets Result. It returns nil when the
+// workload ran, whatever its status, and an *InitError when it could not be
+// executed.
+func (c *Cmd) Wait() error {
+	if c.ec == nil || c.monitor == nil {
+		return errors.New("jail: not started")
+	}
+	waitErr := <-c.waitc
+	<-c.monitor
+	c.sync.Close()
+	c.stopTimers()
+
+	r := c.newResult()
+	c.Result = r
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	end := c.end
+	if end.IsZero() {
+		end = time.Now()
+	}
+	r.WallTimeMS = end.Sub(c.begin).Milliseconds()
+	if ps := c.ec.ProcessState; ps != nil {
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			r.CPUUserMS = time.Duration(ru.Utime.Nano()).Milliseconds()
+			r.CPUSystemMS = time.Duration(ru.Stime.Nano()).Milliseconds()
+			r.MaxRSSBytes = ru.Maxrss * 1024
+		}
+	}
+	if c.Capture {
+		r.Stdout, r.StdoutBytes, r.StdoutTruncated = c.stdout.String(), c.stdout.Total(), c.stdout.Truncated()
+		r.Stderr, r.StderrBytes, r.StderrTruncated = c.stderr.String(), c.stderr.Total(), c.stderr.Truncated()
+	}
+	switch {
+	case c.exited != nil:
+		ws := syscall.WaitStatus(c.exited.Status)
+		if ws.Signaled() {
+			r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(ws.Signal()), signalName(ws.Signal())
+		} else {
+			r.Status, r.ExitCode = StatusExited, ws.ExitStatus()
+		}
+	case c.execErr != nil:
+		err := &InitError{Step: c.execErr.Step, Detail: c.Args[0], Err: syscall.Errno(c.execErr.Errno)}
+		r.Status, r.ExitCode = StatusSetupError, ExitNotExecutable
+		if c.execErr.Errno == int32(syscall.ENOENT) {
+			r.ExitCode = ExitNotFound
+		}
+		r.Error = &ErrorInfo{Step: err.Step, Errno: errnoName(err.Err), Message: err.Error()}
+		return err
+	case c.killReason != "":
+		r.Status = c.killReason
+		r.ExitCode = ExitTimedOut
+		if c.killReason == StatusCanceled {
+			r.ExitCode = ExitSetupError
+			r.Error = &ErrorInfo{Step: "run", Message: "canceled: " + fmt.Sprint(context.Cause(c.ctx))}
+		}
+	default:
+		err := &InitError{Step: "init", Err: c.deathError("before the workload's report", errOrEOF(waitErr))}
+		r.Status, r.ExitCode = StatusSetupError, ExitSetupError
+		r.Error = &ErrorInfo{Step: "init", Message: err.Error()}
+		return err
+	}
+	c.log().Info("jail ended", "status", string(r.Status), "exit_code", r.ExitCode)
+	return nil
+}
+
+func errOrEOF(err error) error {
+	if err == nil {
+		return io.EOF
+	}
+	return err
+}
+
+// signalName returns "KILL" for SIGKILL.
+func signalName(s syscall.Signal) string {
+	return strings.TrimPrefix(unix.SignalName(s), "SIG")
+}

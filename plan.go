@@ -1,0 +1,196 @@
+package jail
+
+import (
+	"fmt"
+
+	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/nsexec"
+	"github.com/jailrt/jail/rootfs"
+)
+
+// Clone flags (linux/sched.h), spelled out so the planner builds and is
+// tested on every OS.
+const (
+	cloneNewNS     = 0x00020000
+	cloneNewCgroup = 0x02000000
+	cloneNewUTS    = 0x04000000
+	cloneNewIPC    = 0x08000000
+	cloneNewUser   = 0x10000000
+	cloneNewPID    = 0x20000000
+	cloneNewNet    = 0x40000000
+)
+
+var cloneFlag = map[string]uintptr{
+	"user": cloneNewUser, "pid": cloneNewPID, "mount": cloneNewNS, "net": cloneNewNet,
+	"uts": cloneNewUTS, "ipc": cloneNewIPC, "cgroup": cloneNewCgroup,
+}
+
+// hostFacts is what the planner needs to know about the host and the caller.
+type hostFacts struct {
+	euid, egid int
+	// namespaces holds the namespace kinds this kernel has (/proc/self/ns).
+	namespaces map[string]bool
+	fs         rootfs.Host
+}
+
+// launch is a complete, validated plan for one run: what the parent passes
+// to clone(2) and what the child stage executes.
+type launch struct {
+	plan       nsexec.Plan
+	cloneflags uintptr
+	userns     bool
+	setgroups  bool // root caller: setgroups is allowed in the new user namespace
+	uidMap     []IDMap
+	gidMap     []IDMap
+	iso        Isolation
+	// opNames describe plan.Mounts for error messages.
+	opNames []string
+}
+
+// newLaunch turns a validated Spec and the command into a launch. It fails
+// closed: a namespace this kernel lacks refuses the run (a *FeatureError)
+// unless the Spec allows unenforced settings. The time namespace is taken
+// where the kernel has it and reported as not in force where it does not.
+func newLaunch(s *Spec, argv []string, h hostFacts) (*launch, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, &SpecError{Field: "command", Value: "", Err: fmt.Errorf("is empty")}
+	}
+	l := &launch{}
+	iso := &l.iso
+	iso.Namespaces, iso.NotEnforced, iso.UIDMap, iso.GIDMap = []string{}, []string{}, []IDMap{}, []IDMap{}
+	want := func(ns string) bool {
+		if s.disabled(ns) {
+			return false
+		}
+		if !h.namespaces[ns] {
+			iso.NotEnforced = append(iso.NotEnforced, ns+" namespace: this kernel does not have it")
+			return false
+		}
+		iso.Namespaces = append(iso.Namespaces, ns)
+		return true
+	}
+	for _, ns := range Namespaces {
+		if !want(ns) {
+			continue
+		}
+		if ns == "time" {
+			l.plan.Flags |= nsexec.FlagTimeNS
+		} else {
+			l.cloneflags |= cloneFlag[ns]
+		}
+	}
+	for _, ne := range iso.NotEnforced {
+		if ne[:5] != "time " && !s.AllowUnenforced {
+			return nil, &FeatureError{Feature: ne[:len(ne)-len(": this kernel does not have it")], Reason: "this kernel does not have it (see `jail check`; --allow-unenforced runs without it)"}
+		}
+	}
+
+	uid, gid := s.ids()
+	hostUID, hostGID := s.hostIDs()
+	l.userns = l.cloneflags&cloneNewUser != 0
+	switch {
+	case l.userns && h.euid == 0:
+		// Root maps the jail's ids to an unprivileged host id, so a process
+		// that breaks out holds nothing.
+		iso.UIDMap = []IDMap{{uid, hostUID, 1}}
+		iso.GIDMap = []IDMap{{gid, hostGID, 1}}
+		l.setgroups = true
+		l.plan.Flags |= nsexec.FlagSetgroups
+	case l.userns:
+		// Setuid-free: an unprivileged caller can map only its own ids.
+		iso.UIDMap = []IDMap{{uid, uint32(h.euid), 1}}
+		iso.GIDMap = []IDMap{{gid, uint32(h.egid), 1}}
+	case h.euid == 0:
+		// No user namespace: the ids are host ids.
+		uid, gid = hostUID, hostGID
+		l.plan.Flags |= nsexec.FlagSetgroups
+	default:
+		if !s.disabled("user") {
+			return nil, &FeatureError{Feature: "user namespace", Reason: "needed by an unprivileged caller, and this kernel does not have it"}
+		}
+		return nil, &FeatureError{Feature: "user namespace", Reason: "only root may run without one"}
+	}
+	l.uidMap, l.gidMap = iso.UIDMap, iso.GIDMap
+	iso.UID, iso.GID = uid, gid
+
+	p := &l.plan
+	p.UID, p.GID = uid, gid
+	p.Argv = argv
+	p.Env = s.env()
+	p.Path = s.searchPath()
+	p.Cwd = s.Cwd
+	if p.Cwd == "" {
+		p.Cwd = DefaultCwd
+	}
+	if l.cloneflags&cloneNewUTS != 0 {
+		p.Hostname = s.Hostname
+		if p.Hostname == "" {
+			p.Hostname = DefaultHostname
+		}
+	}
+	if l.cloneflags&cloneNewNet != 0 {
+		p.Flags |= nsexec.FlagLoopback
+	}
+	if l.cloneflags&cloneNewPID != 0 {
+		p.Flags |= nsexec.FlagPIDNS
+	}
+	for _, r := range s.Rlimits {
+		p.Rlimits = append(p.Rlimits, nsexec.Rlimit{Resource: rlimitResources[r.Name], Cur: r.Soft, Max: r.Hard})
+	}
+
+	if l.cloneflags&cloneNewNS == 0 {
+		iso.Root = "host"
+		p.Attach = "/" // unused without a mount namespace
+		if p.Cwd == DefaultCwd && s.Cwd == "" {
+			p.Cwd = "/"
+		}
+		return l, nil
+	}
+	p.Flags |= nsexec.FlagMountNS | nsexec.FlagRootRO
+	iso.Root = "tmpfs"
+	if s.Root != "" {
+		iso.Root, iso.RootPath = "directory", s.Root
+	}
+	cfg := rootfs.Config{UID: uid, GID: gid, Hostname: p.Hostname, TmpSizeBytes: s.TmpSizeBytes}
+	if s.Root != "" {
+		m, err := mounts.Check(mounts.Mount{Type: mounts.ROBind, Source: s.Root, Target: "/"}, s.AllowSensitiveSources)
+		if err != nil {
+			return nil, &SpecError{Field: "root", Value: s.Root, Err: err}
+		}
+		cfg.Dir = m.Source
+	}
+	for i, m := range s.Mounts {
+		checked, err := mounts.Check(m, s.AllowSensitiveSources)
+		if err != nil {
+			return nil, &SpecError{Field: fmt.Sprintf("mounts[%d]", i), Value: m.Target, Err: err}
+		}
+		cfg.Mounts = append(cfg.Mounts, checked)
+	}
+	rp, err := rootfs.Build(cfg, h.fs)
+	if err != nil {
+		return nil, &InitError{Step: "plan root", Err: err}
+	}
+	p.Attach, p.Root, p.Mounts = rp.Attach, rp.Root, rp.Mounts
+	for _, m := range p.Mounts {
+		l.opNames = append(l.opNames, describeOp(m))
+	}
+	return l, nil
+}
+
+// describeOp names a mount op for an error message.
+func describeOp(m nsexec.Mount) string {
+	switch m.Kind {
+	case nsexec.OpBind:
+		return fmt.Sprintf("bind %s on %s", m.Source, m.Target)
+	case nsexec.OpFS:
+		return fmt.Sprintf("%s on %s", m.FSType, m.Target)
+	case nsexec.OpMkdir:
+		return "mkdir " + m.Target
+	case nsexec.OpWriteFile:
+		return "write " + m.Target
+	case nsexec.OpSymlink:
+		return "symlink " + m.Target
+	default:
+		return "mount attributes of " + m.Target
+	}
+}

@@ -1,0 +1,76 @@
+package profiles
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/jailrt/jail"
+)
+
+//go:embed *.yaml
+var builtin embed.FS
+
+// Profile is a named Spec.
+type Profile struct {
+	// Name is the built-in name or the file's path.
+	Name string `json:"-"`
+	// Description says what the profile is for.
+	Description string `json:"description,omitempty"`
+	jail.Spec
+}
+
+// Names lists the built-in profiles.
+func Names() []string {
+	entries, _ := builtin.ReadDir(".")
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Load returns the built-in profile called nameOrPath, or reads the file at
+// nameOrPath (a name containing "/" or ending in .yaml, .yml or .json is
+// always a file). The Spec is validated.
+func Load(nameOrPath string) (*Profile, error) {
+	isFile := strings.ContainsRune(nameOrPath, '/') || strings.HasSuffix(nameOrPath, ".yaml") ||
+		strings.HasSuffix(nameOrPath, ".yml") || strings.HasSuffix(nameOrPath, ".json")
+	var data []byte
+	var err error
+	if isFile {
+		data, err = os.ReadFile(nameOrPath)
+	} else {
+		data, err = builtin.ReadFile(nameOrPath + ".yaml")
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("unknown profile %q (built in: %s; or give a file path)", nameOrPath, strings.Join(Names(), ", "))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("profile %q: %w", nameOrPath, err)
+	}
+	p, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("profile %q: %w", nameOrPath, err)
+	}
+	p.Name = nameOrPath
+	return p, nil
+}
+
+// Parse reads a profile from YAML or JSON and validates its Spec.
+func Parse(data []byte) (*Profile, error) {
+	var p Profile
+	if err := yaml.UnmarshalStrict(data, &p); err != nil {
+		return nil, err
+	}
+	if err := p.Spec.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}

@@ -1,0 +1,114 @@
+package jail
+
+// Schema is the value of [Result.Schema] for this version of the format.
+const Schema = "jail.result/v1"
+
+// Status is how a run ended.
+type Status string
+
+// Statuses. Later versions of jail.result/v1 may add values (the cgroup
+// limits add oom_killed and cpu_time_exceeded); consumers should treat an
+// unknown status as a failure.
+const (
+	// StatusExited: the workload exited by itself; ExitCode is its code.
+	StatusExited Status = "exited"
+	// StatusSignaled: the workload was killed by Signal.
+	StatusSignaled Status = "signaled"
+	// StatusTimedOut: the timeout passed and the jail was killed.
+	StatusTimedOut Status = "timed_out"
+	// StatusCanceled: the caller canceled the run (context, signal to
+	// jail) and the jail was killed.
+	StatusCanceled Status = "canceled"
+	// StatusSetupError: the workload never ran: jail could not set up the
+	// jail, or could not execute the command; Error says where.
+	StatusSetupError Status = "setup_error"
+)
+
+// Exit codes of `jail run` besides the workload's own.
+const (
+	ExitTimedOut      = 124 // as timeout(1)
+	ExitSetupError    = 125 // jail itself failed, or bad input
+	ExitNotExecutable = 126
+	ExitNotFound      = 127
+)
+
+// Result is the report of one run: `jail run --json` prints it, and
+// [Cmd.Wait] sets [Cmd.Result]. schema/result.schema.json describes it.
+type Result struct {
+	// Schema is "jail.result/v1".
+	Schema string `json:"schema"`
+	// Status is how the run ended.
+	Status Status `json:"status"`
+	// ExitCode is what `jail run` exits with: the workload's exit code,
+	// 128+N after signal N, 124 on timeout, 125 when jail failed, 126 or 127
+	// when the command could not be executed or found.
+	ExitCode int `json:"exit_code"`
+	// Signal is the name of the signal that killed the workload ("KILL"),
+	// or "".
+	Signal string `json:"signal"`
+	// WallTimeMS is the wall time from the workload's start to its end.
+	WallTimeMS int64 `json:"wall_time_ms"`
+	// CPUUserMS and CPUSystemMS are the CPU time of every process of the
+	// jail, the child stage included (getrusage of the jail's PID 1 and all
+	// it reaped).
+	CPUUserMS   int64 `json:"cpu_user_ms"`
+	CPUSystemMS int64 `json:"cpu_system_ms"`
+	// MaxRSSBytes is the largest resident set of any single process of
+	// the jail.
+	MaxRSSBytes int64 `json:"max_rss_bytes"`
+	// Output is "captured" when Stdout and Stderr hold the output,
+	// "streamed" when it went to the caller's descriptors.
+	Output string `json:"output"`
+	// Stdout and Stderr are the captured output: the head and the tail
+	// when it was longer than the limit, with a marker of what was dropped.
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	// StdoutBytes and StderrBytes count everything written.
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
+	// StdoutTruncated and StderrTruncated say whether bytes were dropped.
+	StdoutTruncated bool `json:"stdout_truncated"`
+	StderrTruncated bool `json:"stderr_truncated"`
+	// Error explains a setup_error (and a canceled run), else it is null.
+	Error *ErrorInfo `json:"error"`
+	// Isolation says what was in force.
+	Isolation Isolation `json:"isolation"`
+}
+
+// ErrorInfo is the reason a run failed.
+type ErrorInfo struct {
+	// Step is the step that failed, e.g. "mount plan", "execve", "spec".
+	Step string `json:"step"`
+	// Errno is the symbolic errno ("ENOENT") when there is one.
+	Errno string `json:"errno,omitempty"`
+	// Message is one line for a person.
+	Message string `json:"message"`
+}
+
+// Isolation is what a run actually had.
+type Isolation struct {
+	// Namespaces are the namespaces the jail ran in.
+	Namespaces []string `json:"namespaces"`
+	// Root is "tmpfs" (the default root), "directory" (Spec.Root) or
+	// "host" (no mount namespace).
+	Root string `json:"root"`
+	// RootPath is Spec.Root for a "directory" root.
+	RootPath string `json:"root_path,omitempty"`
+	// UID and GID are the workload's ids inside the jail.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// UIDMap and GIDMap are the user namespace's id maps.
+	UIDMap []IDMap `json:"uid_map"`
+	GIDMap []IDMap `json:"gid_map"`
+	// NotEnforced lists what the Spec asked for but the run did not have,
+	// each as "what: why" (only with AllowUnenforced, or for the time
+	// namespace on kernels without it).
+	NotEnforced []string `json:"not_enforced"`
+}
+
+// IDMap is one line of /proc/PID/uid_map.
+type IDMap struct {
+	InsideID  uint32 `json:"inside_id"`
+	OutsideID uint32 `json:"outside_id"`
+	Count     uint32 `json:"count"`
+}

@@ -1,0 +1,350 @@
+package jail
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jailrt/jail/mounts"
+)
+
+// Spec describes what to isolate and what to limit. It is plain data:
+// profiles load into it, services send it as JSON, adapters translate it.
+// The zero Spec is the most isolated jail (every namespace, default root,
+// non-root ids); fields only loosen or tune it. [Spec.Validate] runs in
+// [Cmd.Start].
+type Spec struct {
+	// Root is a host directory used as the jail's root filesystem, mounted
+	// read-only (e.g. a debootstrap or an unpacked image); its mount points
+	// (/proc, /dev, /tmp and those of Mounts) must exist in it. Empty: a
+	// fresh tmpfs root with read-only binds of the host's /usr, /bin, /lib...
+	// and a minimal /etc.
+	Root string `json:"root,omitempty"`
+
+	// Mounts are added to the root in order, after the system mounts.
+	Mounts []mounts.Mount `json:"mounts,omitempty"`
+
+	// AllowSensitiveSources allows bind sources under /proc, /sys, /dev,
+	// /boot, /run, the Docker socket, the host's whole /etc or /.
+	AllowSensitiveSources bool `json:"allow_sensitive_sources,omitempty"`
+
+	// TmpSizeBytes is the size of the jail's /tmp tmpfs; 0 means 64 MiB.
+	TmpSizeBytes int64 `json:"tmp_size_bytes,omitempty"`
+
+	// Hostname is the jail's hostname; empty means "jail".
+	Hostname string `json:"hostname,omitempty"`
+
+	// UID and GID are the workload's ids inside the jail; nil means 1000.
+	UID *uint32 `json:"uid,omitempty"`
+	GID *uint32 `json:"gid,omitempty"`
+
+	// HostUID and HostGID are the host ids the jail's ids map to when the
+	// caller is root; nil means 65534 (nobody), so that a process breaking
+	// out holds nothing. An unprivileged caller always maps its own ids.
+	HostUID *uint32 `json:"host_uid,omitempty"`
+	HostGID *uint32 `json:"host_gid,omitempty"`
+
+	// Env is the workload's whole environment as KEY=VALUE; nothing is
+	// inherited from the caller. Nil means PATH, HOME=/tmp and LANG=C.UTF-8.
+	Env []string `json:"env,omitempty"`
+
+	// Cwd is the workload's working directory; empty means /tmp.
+	Cwd string `json:"cwd,omitempty"`
+
+	// Timeout is the wall-clock limit from the workload's start; when it
+	// passes, every process in the jail is killed and the status is
+	// timed_out. 0 means no limit.
+	Timeout Duration `json:"timeout,omitempty"`
+
+	// KillGrace, when not 0, sends SIGTERM to every process in the jail at
+	// the timeout and SIGKILL this long after.
+	KillGrace Duration `json:"kill_grace,omitempty"`
+
+	// OutputLimitBytes caps the captured stdout and stderr, each: the head
+	// and the tail are kept and the rest is counted. 0 means 1 MiB.
+	OutputLimitBytes int64 `json:"output_limit_bytes,omitempty"`
+
+	// Rlimits are setrlimit(2) limits for the workload.
+	Rlimits []Rlimit `json:"rlimits,omitempty"`
+
+	// DisableNamespaces lists namespaces not to create: user, pid, mount,
+	// net, uts, ipc, cgroup, time. Only for trusted workloads; disabling
+	// user requires root, disabling mount requires the default Root and no
+	// Mounts.
+	DisableNamespaces []string `json:"disable_namespaces,omitempty"`
+
+	// AllowUnenforced lets the run go ahead when this host or caller cannot
+	// provide something the Spec asks for; the Result's isolation lists what
+	// was not in force. Otherwise such a run is refused.
+	AllowUnenforced bool `json:"allow_unenforced,omitempty"`
+}
+
+// Rlimit is a setrlimit(2) resource limit.
+type Rlimit struct {
+	// Name is the resource: as, core, cpu, data, fsize, locks, memlock,
+	// msgqueue, nice, nofile, nproc, rss, rtprio, rttime, sigpending, stack.
+	Name string `json:"name"`
+	// Soft and Hard are the limits; RlimitInfinity means unlimited.
+	Soft uint64 `json:"soft"`
+	Hard uint64 `json:"hard"`
+}
+
+// RlimitInfinity is an unlimited Rlimit value (RLIM_INFINITY).
+const RlimitInfinity = math.MaxUint64
+
+// UnmarshalJSON reads soft and hard as numbers or as "unlimited".
+func (r *Rlimit) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Name       string
+		Soft, Hard json.RawMessage
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	r.Name = raw.Name
+	for _, v := range []struct {
+		raw json.RawMessage
+		dst *uint64
+	}{{raw.Soft, &r.Soft}, {raw.Hard, &r.Hard}} {
+		n, err := ParseRlimitValue(strings.Trim(string(v.raw), `"`))
+		if err != nil {
+			return fmt.Errorf("rlimit %s: %w", raw.Name, err)
+		}
+		*v.dst = n
+	}
+	return nil
+}
+
+// ParseRlimitValue parses a limit: a number or "unlimited".
+func ParseRlimitValue(s string) (uint64, error) {
+	if s == "unlimited" || s == "infinity" {
+		return RlimitInfinity, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a number or \"unlimited\"", s)
+	}
+	return n, nil
+}
+
+// rlimitResources maps names to RLIMIT_* numbers (the same on every Linux
+// architecture jail builds for except mips and sparc).
+var rlimitResources = map[string]int{
+	"cpu": 0, "fsize": 1, "data": 2, "stack": 3, "core": 4, "rss": 5, "nproc": 6, "nofile": 7,
+	"memlock": 8, "as": 9, "locks": 10, "sigpending": 11, "msgqueue": 12, "nice": 13, "rtprio": 14, "rttime": 15,
+}
+
+// Namespaces jail can create, in report order.
+var Namespaces = []string{"user", "pid", "mount", "net", "uts", "ipc", "cgroup", "time"}
+
+// Defaults applied by [Spec.Validate]'s callers for unset fields.
+const (
+	DefaultUID              = 1000
+	DefaultHostUID          = 65534
+	DefaultOutputLimitBytes = 1 << 20
+	DefaultHostname         = "jail"
+	DefaultCwd              = "/tmp"
+	MaxOutputLimitBytes     = 1 << 30
+	maxTimeout              = 7 * 24 * time.Hour
+)
+
+// DefaultEnv is the environment of a Spec whose Env is nil.
+var DefaultEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}
+
+// Duration is a time.Duration that reads and writes JSON as a string such
+// as "10s" or "1m30s" (numbers are read as seconds).
+type Duration time.Duration
+
+// MarshalJSON writes d as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads "10s" or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var secs float64
+		if err := json.Unmarshal(b, &secs); err != nil {
+			return errors.New("duration must be a string like \"10s\" or a number of seconds")
+		}
+		*d = Duration(secs * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// SpecError is an invalid field of a Spec. It matches [ErrInvalidSpec].
+type SpecError struct {
+	Field string // the JSON name, with an index where it has one: "mounts[1].target"
+	Value string
+	Err   error
+}
+
+func (e *SpecError) Error() string {
+	return fmt.Sprintf("invalid %s %q: %v", e.Field, e.Value, e.Err)
+}
+func (e *SpecError) Unwrap() error        { return e.Err }
+func (e *SpecError) Is(target error) bool { return target == ErrInvalidSpec }
+
+var hostnameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,62}[A-Za-z0-9])?$`)
+
+// Validate checks every field and returns the first problem as a
+// *[SpecError] (which matches [ErrInvalidSpec]). It looks at the host: bind
+// sources and Root must exist, and sensitive sources are refused.
+func (s *Spec) Validate() error {
+	bad := func(field, value, format string, args ...any) error {
+		return &SpecError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
+	}
+	if s.Root != "" {
+		if err := mounts.CheckTarget(s.Root); err != nil {
+			return bad("root", s.Root, "%v", err)
+		}
+		if _, err := mounts.Check(mounts.Mount{Type: mounts.ROBind, Source: s.Root, Target: "/"}, s.AllowSensitiveSources); err != nil {
+			var me *mounts.Error
+			if errors.As(err, &me) {
+				err = me.Err
+			}
+			return bad("root", s.Root, "%v", err)
+		}
+	}
+	for i, m := range s.Mounts {
+		if _, err := mounts.Check(m, s.AllowSensitiveSources); err != nil {
+			var me *mounts.Error
+			if errors.As(err, &me) {
+				return bad(fmt.Sprintf("mounts[%d].%s", i, me.Field), me.Value, "%v", me.Err)
+			}
+			return bad(fmt.Sprintf("mounts[%d]", i), m.Target, "%v", err)
+		}
+		if m.Target == "/" {
+			return bad(fmt.Sprintf("mounts[%d].target", i), m.Target, "cannot mount over the root; use root")
+		}
+	}
+	if s.TmpSizeBytes < 0 || s.TmpSizeBytes > mounts.MaxTmpfsBytes {
+		return bad("tmp_size_bytes", strconv.FormatInt(s.TmpSizeBytes, 10), "must be between 0 and 1 TiB")
+	}
+	if s.Hostname != "" && !hostnameRE.MatchString(s.Hostname) {
+		return bad("hostname", s.Hostname, "must be 1-64 letters, digits, '.' or '-'")
+	}
+	for _, id := range []struct {
+		name string
+		v    *uint32
+	}{{"uid", s.UID}, {"gid", s.GID}, {"host_uid", s.HostUID}, {"host_gid", s.HostGID}} {
+		if id.v != nil && *id.v == math.MaxUint32 {
+			return bad(id.name, strconv.FormatUint(uint64(*id.v), 10), "4294967295 is not a valid id")
+		}
+	}
+	for i, e := range s.Env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" || strings.ContainsRune(e, 0) {
+			return bad(fmt.Sprintf("env[%d]", i), e, "must be KEY=VALUE without NUL bytes")
+		}
+	}
+	if s.Cwd != "" {
+		if err := mounts.CheckTarget(s.Cwd); err != nil {
+			return bad("cwd", s.Cwd, "%v", err)
+		}
+	}
+	if s.Timeout < 0 || time.Duration(s.Timeout) > maxTimeout {
+		return bad("timeout", time.Duration(s.Timeout).String(), "must be between 0 (none) and 168h")
+	}
+	if s.KillGrace < 0 || time.Duration(s.KillGrace) > maxTimeout {
+		return bad("kill_grace", time.Duration(s.KillGrace).String(), "must be between 0 and 168h")
+	}
+	if s.OutputLimitBytes < 0 || s.OutputLimitBytes > MaxOutputLimitBytes {
+		return bad("output_limit_bytes", strconv.FormatInt(s.OutputLimitBytes, 10), "must be between 0 (default) and 1 GiB")
+	}
+	seen := map[string]bool{}
+	for i, r := range s.Rlimits {
+		field := fmt.Sprintf("rlimits[%d]", i)
+		if _, ok := rlimitResources[r.Name]; !ok {
+			return bad(field+".name", r.Name, "unknown resource")
+		}
+		if seen[r.Name] {
+			return bad(field+".name", r.Name, "given twice")
+		}
+		seen[r.Name] = true
+		if r.Soft > r.Hard {
+			return bad(field+".soft", strconv.FormatUint(r.Soft, 10), "is above the hard limit %d", r.Hard)
+		}
+	}
+	disabled := map[string]bool{}
+	for i, n := range s.DisableNamespaces {
+		known := false
+		for _, k := range Namespaces {
+			known = known || n == k
+		}
+		if !known {
+			return bad(fmt.Sprintf("disable_namespaces[%d]", i), n, "unknown namespace (want one of %s)", strings.Join(Namespaces, ", "))
+		}
+		disabled[n] = true
+	}
+	if disabled["mount"] && (s.Root != "" || len(s.Mounts) > 0) {
+		return bad("disable_namespaces", "mount", "root and mounts need a mount namespace")
+	}
+	return nil
+}
+
+// disabled reports whether namespace ns is switched off.
+func (s *Spec) disabled(ns string) bool {
+	for _, n := range s.DisableNamespaces {
+		if n == ns {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Spec) ids() (uid, gid uint32) {
+	uid, gid = DefaultUID, DefaultUID
+	if s.UID != nil {
+		uid = *s.UID
+	}
+	if s.GID != nil {
+		gid = *s.GID
+	}
+	return uid, gid
+}
+
+func (s *Spec) hostIDs() (uid, gid uint32) {
+	uid, gid = DefaultHostUID, DefaultHostUID
+	if s.HostUID != nil {
+		uid = *s.HostUID
+	}
+	if s.HostGID != nil {
+		gid = *s.HostGID
+	}
+	return uid, gid
+}
+
+func (s *Spec) outputLimit() int64 {
+	if s.OutputLimitBytes == 0 {
+		return DefaultOutputLimitBytes
+	}
+	return s.OutputLimitBytes
+}
+
+func (s *Spec) env() []string {
+	if s.Env == nil {
+		return DefaultEnv
+	}
+	return s.Env
+}
+
+// searchPath is the workload's PATH, for finding a command without a slash.
+func (s *Spec) searchPath() []string {
+	for _, e := range s.env() {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			return strings.Split(v, ":")
+		}
+	}
+	return []string{"/usr/local/bin", "/usr/bin", "/bin"} // execvp(3)'s default
+}
