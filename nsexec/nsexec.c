@@ -276,8 +276,11 @@ static int detached_tree(struct mount_op *m)
 		if (sfd < 0) return -1;
 		fd = sys_open_tree(sfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
 		close(sfd);
+	} else if (fd < 0) { /* the --rootfs root: cloned before anything is attached */
+		fd = sys_open_tree(AT_FDCWD, m->source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 	}
-	if (fd >= 0 && sys_mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, m->attr) < 0) { close(fd); return -1; }
+	if (fd < 0) return -1;
+	if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, m->attr) < 0) { close(fd); return -1; }
 	return fd;
 }
 

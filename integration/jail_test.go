@@ -1,0 +1,467 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/sys/mountinfo"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/nsexec"
+	"github.com/jailrt/jail/rootfs"
+)
+
+// strict runs a shell command under the strict profile and returns stdout.
+func strict(t *testing.T, script string, flags ...string) string {
+	t.Helper()
+	args := append(append([]string{"run", "--profile", "strict"}, flags...), "--", "sh", "-c", script)
+	return runOK(t, args...)
+}
+
+func TestQuickstart(t *testing.T) {
+	out := strict(t, "id; echo hi")
+	assert.Equal(t, "uid=1000(jail) gid=1000(jail) groups=1000(jail)\nhi\n", out)
+}
+
+func TestOnlyJailProcessesVisible(t *testing.T) {
+	out := strict(t, "ls /proc | grep -E '^[0-9]+$'")
+	pids := strings.Fields(out)
+	require.NotEmpty(t, pids)
+	for _, p := range pids {
+		n, err := strconv.Atoi(p)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, n, 10, "pid %d in the jail's /proc: got host processes, want only the jail's", n)
+	}
+	assert.Contains(t, pids, "1", "the jail's init is PID 1")
+}
+
+func TestReadOnlyRootAndUsr(t *testing.T) {
+	for _, path := range []string{"/x", "/usr/x", "/etc/x", "/dev/x"} {
+		t.Run(path, func(t *testing.T) {
+			out := strict(t, "touch "+path+" 2>&1; echo rc=$?")
+			assert.Contains(t, out, "Read-only file system")
+			assert.Contains(t, out, "rc=1")
+		})
+	}
+	assert.Equal(t, "ok\n", strict(t, "echo x > /tmp/f && echo x > /dev/shm/f && echo ok"))
+}
+
+func TestHostFilesAbsent(t *testing.T) {
+	marker := filepath.Join(hostDir(t), "host-marker")
+	require.NoError(t, os.WriteFile(marker, []byte("secret"), 0o644))
+	for _, path := range []string{"/etc/shadow", "/etc/gshadow", "/root", "/home", "/var", "/sys", "/boot", "/run", marker} {
+		t.Run(path, func(t *testing.T) {
+			out := strict(t, "test -e "+path+" && echo present || echo absent")
+			assert.Equal(t, "absent\n", out)
+		})
+	}
+	assert.Equal(t, "bin\ndev\netc\nlib\nlib64\nproc\nsbin\ntmp\nusr\n", strict(t, "ls /"),
+		"the root holds only what the plan puts there")
+	etc := strict(t, "ls /etc")
+	assert.NotContains(t, etc, "shadow")
+	assert.Contains(t, etc, "passwd")
+}
+
+func TestHostname(t *testing.T) {
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	assert.Equal(t, "jail\n", strict(t, "hostname"))
+	assert.Equal(t, "box\n", strict(t, "hostname", "--hostname", "box"))
+	after, err := os.Hostname()
+	require.NoError(t, err)
+	assert.Equal(t, host, after, "the host's hostname is untouched")
+}
+
+func TestNoCapabilitiesAndNoNewPrivs(t *testing.T) {
+	for _, tc := range []struct{ name, uid string }{{"jail user", "1000"}, {"jail root", "0"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := strict(t, "cat /proc/self/status", "--uid", tc.uid, "--gid", tc.uid)
+			for _, f := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+				assert.Regexp(t, regexp.MustCompile(`(?m)^`+f+`:\s+0000000000000000$`), out, "%s must be empty", f)
+			}
+			assert.Regexp(t, regexp.MustCompile(`(?m)^NoNewPrivs:\s+1$`), out)
+		})
+	}
+}
+
+func TestIDMaps(t *testing.T) {
+	host := strconv.Itoa(jailHostUID())
+	out := strict(t, "cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g")
+	hostGID := host
+	if unprivileged {
+		hostGID = strconv.Itoa(os.Getegid())
+	}
+	assert.Equal(t, []string{"1000", host, "1", "1000", hostGID, "1", "1000", "1000"}, strings.Fields(out))
+
+	res, _ := runJSON(t, "--uid", "0", "--gid", "0", "--", "id", "-u")
+	assert.Equal(t, "0\n", res.Stdout)
+	assert.Equal(t, []jail.IDMap{{InsideID: 0, OutsideID: uint32(jailHostUID()), Count: 1}}, res.Isolation.UIDMap)
+
+	t.Run("host uid of a root caller", func(t *testing.T) {
+		requireRoot(t)
+		out := strict(t, "cat /proc/self/uid_map", "--host-uid", "12345")
+		assert.Equal(t, []string{"1000", "12345", "1"}, strings.Fields(out))
+	})
+}
+
+func TestCVE20195736(t *testing.T) {
+	// The jail's PID 1 runs jail's own binary. A workload that could open
+	// it through /proc/1/exe could overwrite the host's jail binary.
+	for _, tc := range []struct{ path, mode string }{
+		{"/proc/1/exe", "r"}, {"/proc/1/exe", "w"}, {"/proc/1/fd/0", "r"}, {"/proc/1/environ", "r"}, {"/proc/1/mem", "r"},
+	} {
+		t.Run(tc.path+" "+tc.mode, func(t *testing.T) {
+			r := runJail(t, "run", "--profile", "strict", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "open", tc.path, tc.mode)
+			assert.Equal(t, 1, r.code, "open %s (%s) must fail: %s", tc.path, tc.mode, r.stdout)
+			assert.Contains(t, r.stdout, "errno 13", "EACCES")
+		})
+	}
+	assert.Contains(t, strict(t, "ls /proc/1/fd 2>&1; readlink /proc/1/exe 2>&1; true"), "Permission denied")
+	// jail's binary is not even in the jail's mount tree.
+	assert.Equal(t, "absent\n", strict(t, "test -e "+jailBin+" && echo present || echo absent"))
+}
+
+func TestNoInheritedFDs(t *testing.T) {
+	// Run with extra descriptors open in jail's parent to prove they are
+	// closed: 5 and 9 are inherited by jail itself here.
+	f, err := os.Open("/dev/null")
+	require.NoError(t, err)
+	defer f.Close()
+	c := jailCmd(t.Context(), "run", "--profile", "strict", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "fds")
+	c.ExtraFiles = []*os.File{f, f, f, f, f, f, f}
+	out, err := c.Output()
+	require.NoError(t, err)
+	assert.Equal(t, "0\n1\n2\n", string(out))
+}
+
+// openPTY returns a new pseudo-terminal pair.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	require.NoError(t, unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0))
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	require.NoError(t, err)
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
+func TestNoControllingTerminal(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		t.Log("dev.tty.legacy_tiocsti=0: the kernel refuses TIOCSTI anyway; the tty_nr check still applies")
+	}
+	run := func(t *testing.T, argv ...string) (string, int) {
+		_, slave := openPTY(t)
+		c := exec.Command(argv[0], argv[1:]...)
+		c.Stdin, c.Stderr = slave, os.Stderr
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		out, _ := c.Output()
+		return string(out), c.ProcessState.ExitCode()
+	}
+	t.Run("the attack works outside a jail", func(t *testing.T) {
+		if b, _ := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti"); strings.TrimSpace(string(b)) == "0" {
+			t.Skip("TIOCSTI disabled by the kernel")
+		}
+		if unprivileged {
+			t.Skip("TIOCSTI needs the terminal to be the caller's controlling terminal; checked in the root run")
+		}
+		out, code := run(t, probeBin, "tiocsti")
+		require.Equal(t, 0, code, "the probe itself must be able to inject with a controlling tty: %s", out)
+	})
+	t.Run("TIOCSTI from a jail fails", func(t *testing.T) {
+		out, code := run(t, jailBin, "run", "--profile", "strict", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "tiocsti")
+		assert.Equal(t, 1, code, out)
+		assert.Contains(t, out, "errno 1 ", "EPERM")
+	})
+	t.Run("no tty in the jail's session", func(t *testing.T) {
+		out, code := run(t, jailBin, "run", "--profile", "strict", "--", "sh", "-c", "cut -d' ' -f7 /proc/self/stat")
+		require.Equal(t, 0, code)
+		assert.Equal(t, "0\n", out, "tty_nr of the workload")
+	})
+}
+
+func TestTmpSize(t *testing.T) {
+	out := strict(t, "head -c 9M /dev/zero 2>&1 >/tmp/big; echo rc=$?; ls -l /tmp/big | cut -d' ' -f5", "--tmp-size", "8M")
+	assert.Contains(t, out, "No space left on device")
+	assert.Contains(t, out, "rc=1")
+	assert.Contains(t, out, "\n8388608\n")
+	out = strict(t, "head -c 3M /dev/zero 2>&1 >/scratch/f; echo rc=$?", "--tmpfs", "/scratch:size=2M")
+	assert.Contains(t, out, "No space left on device")
+}
+
+// TestMountTable compares the kernel's mount table inside the jail with
+// the plan, mount by mount.
+func TestMountTable(t *testing.T) {
+	out := strict(t, "cat /proc/self/mountinfo")
+	mounts, err := mountinfo.GetMountsFromReader(strings.NewReader(out), nil)
+	require.NoError(t, err)
+	got := map[string]*mountinfo.Info{}
+	var gotPoints []string
+	for _, m := range mounts {
+		got[m.Mountpoint] = m
+		gotPoints = append(gotPoints, m.Mountpoint)
+	}
+
+	plan, err := rootfs.Build(rootfs.Config{UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20}, rootfs.Probe())
+	require.NoError(t, err)
+	want := []string{"/"}
+	for _, m := range plan.Mounts {
+		if m.Kind != nsexec.OpBind && m.Kind != nsexec.OpFS {
+			continue
+		}
+		if m.Flags&nsexec.OpOptional != 0 {
+			if _, err := os.Stat(m.Target); err != nil { // the host kernel has no such /proc file
+				continue
+			}
+		}
+		want = append(want, m.Target)
+	}
+	sort.Strings(want)
+	sort.Strings(gotPoints)
+	assert.Equal(t, want, gotPoints, "mount points: got the kernel's, want the plan's")
+
+	for _, tc := range []struct {
+		point, fstype string
+		opts          []string // per-mount options that must be present
+		rw            bool
+	}{
+		{"/", "tmpfs", []string{"ro", "nosuid", "nodev"}, false},
+		{"/usr", "", []string{"ro", "nosuid", "nodev"}, false},
+		{"/proc", "proc", []string{"rw", "nosuid", "nodev", "noexec"}, true},
+		{"/proc/sys", "proc", []string{"ro", "nosuid", "nodev", "noexec"}, false},
+		{"/proc/keys", "", []string{"ro"}, false},
+		{"/dev", "tmpfs", []string{"ro", "nosuid", "noexec"}, false},
+		{"/dev/null", "", []string{"nosuid", "noexec"}, true},
+		{"/dev/pts", "devpts", []string{"rw", "nosuid", "noexec"}, true},
+		{"/dev/shm", "tmpfs", []string{"rw", "nosuid", "nodev", "noexec"}, true},
+		{"/tmp", "tmpfs", []string{"rw", "nosuid", "nodev"}, true},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			m := got[tc.point]
+			require.NotNil(t, m, "no mount at %s", tc.point)
+			opts := strings.Split(m.Options, ",")
+			for _, o := range tc.opts {
+				assert.Contains(t, opts, o, "options of %s: %s", tc.point, m.Options)
+			}
+			if tc.fstype != "" {
+				assert.Equal(t, tc.fstype, m.FSType)
+			}
+			assert.NotEqual(t, "shared", m.Optional, "propagation must be private")
+			assert.NotContains(t, m.Optional, "shared:", "propagation of %s must not be shared", tc.point)
+		})
+	}
+	assert.Contains(t, got["/tmp"].VFSOptions, "size=65536k")
+}
+
+func TestUserMounts(t *testing.T) {
+	rw, ro := hostDir(t), hostDir(t)
+	require.NoError(t, os.WriteFile(filepath.Join(ro, "in"), []byte("input\n"), 0o644))
+	out := strict(t, "cat /ro/in; echo out > /rw/out; { echo x > /ro/x; } 2>&1; echo rc=$?", "--bind", rw+":/rw", "--ro-bind", ro+":/ro")
+	assert.Contains(t, out, "input\n")
+	assert.Contains(t, out, "Read-only file system")
+	b, err := os.ReadFile(filepath.Join(rw, "out"))
+	require.NoError(t, err)
+	assert.Equal(t, "out\n", string(b), "a write through --bind reaches the host")
+	fi, err := os.Stat(filepath.Join(rw, "out"))
+	require.NoError(t, err)
+	assert.Equal(t, uint32(jailHostUID()), fi.Sys().(*syscall.Stat_t).Uid, "files the jail creates belong to the mapped host id")
+	_, err = os.Stat(filepath.Join(ro, "x"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestRootfsDir(t *testing.T) {
+	root := hostDir(t)
+	for _, d := range []string{"proc", "dev", "tmp", "bin", "root"} {
+		require.NoError(t, os.Mkdir(filepath.Join(root, d), 0o755))
+	}
+	probe, err := os.ReadFile(probeBin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "bin", "probe"), probe, 0o755))
+	// A symlink pointing out of the tree: a mount on /work must land on the
+	// tree's /root, not the host's (openat2 RESOLVE_IN_ROOT).
+	require.NoError(t, os.Symlink("/../../../../../../root", filepath.Join(root, "work")))
+	data := hostDir(t)
+	require.NoError(t, os.WriteFile(filepath.Join(data, "marker"), nil, 0o644))
+
+	res, _ := runJSON(t, "--rootfs", root, "--ro-bind", data+":/work", "--", "/bin/probe", "echo", "in rootfs")
+	assert.Equal(t, jail.StatusExited, res.Status, "%+v", res.Error)
+	assert.Equal(t, "in rootfs\n", res.Stdout)
+	assert.Equal(t, "directory", res.Isolation.Root)
+
+	res, _ = runJSON(t, "--rootfs", root, "--ro-bind", data+":/work", "--", "/bin/probe", "open", "/root/marker", "r")
+	assert.Equal(t, "ok\n", res.Stdout, "the bind on /work resolved inside the rootfs to /root")
+	res, _ = runJSON(t, "--rootfs", root, "--", "/bin/probe", "open", "/bin/new", "w")
+	assert.NotEqual(t, "ok\n", res.Stdout, "the rootfs is read-only")
+}
+
+func TestSetupFailureLeavesNothing(t *testing.T) {
+	root := hostDir(t) // no /proc, /dev, /tmp: the read-only tree cannot take mount points
+	before := hostState()
+	res, r := runJSON(t, "--rootfs", root, "--", "/bin/true")
+	assert.Equal(t, jail.ExitSetupError, r.code)
+	assert.Equal(t, jail.StatusSetupError, res.Status)
+	require.NotNil(t, res.Error)
+	assert.Equal(t, "mount plan", res.Error.Step)
+	assert.Equal(t, "EROFS", res.Error.Errno)
+	assert.Contains(t, res.Error.Message, "proc on /proc")
+	assert.Equal(t, before, hostState())
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the host directory is untouched")
+}
+
+func TestProcessesGoneAfterExit(t *testing.T) {
+	// A daemonised grandchild that ignores SIGTERM outlives the workload;
+	// it must not outlive the jail.
+	out := strict(t, `setsid sh -c 'trap "" TERM; exec sleep 97532' & sleep 0.2; echo started`)
+	assert.Equal(t, "started\n", out)
+	requireGone(t, "sleep 97532")
+}
+
+func TestTimeoutKillsEverything(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{{"kill", nil}, {"term then kill", []string{"--kill-grace", "200ms"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			args := append(append([]string{"run", "--json", "--profile", "strict", "--timeout", "500ms"}, tc.flags...),
+				"--", "sh", "-c", `trap "" TERM; setsid sh -c 'trap "" TERM; exec sleep 97533' & exec sleep 97534`)
+			r := runJail(t, args...)
+			assert.Equal(t, jail.ExitTimedOut, r.code)
+			assert.Contains(t, r.stdout, `"status": "timed_out"`)
+			assert.Less(t, time.Since(start), 5*time.Second)
+			requireGone(t, "sleep 9753")
+		})
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		status jail.Status
+	}{
+		{"success", []string{"true"}, 0, jail.StatusExited},
+		{"exit 7", []string{"sh", "-c", "exit 7"}, 7, jail.StatusExited},
+		{"signal", []string{"sh", "-c", "kill -TERM $$"}, 128 + 15, jail.StatusSignaled},
+		{"timeout", []string{"sleep", "5"}, 124, jail.StatusTimedOut},
+		{"not executable", []string{"/etc/passwd"}, 126, jail.StatusSetupError},
+		{"not found", []string{"no-such-command"}, 127, jail.StatusSetupError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, r := runJSON(t, append([]string{"--profile", "strict", "--timeout", "300ms", "--"}, tc.args...)...)
+			assert.Equal(t, tc.code, r.code)
+			assert.Equal(t, tc.status, res.Status)
+			if tc.status == jail.StatusSignaled {
+				assert.Equal(t, "TERM", res.Signal)
+			}
+			if tc.status == jail.StatusSetupError {
+				require.NotNil(t, res.Error)
+				assert.Equal(t, "execve", res.Error.Step)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // the one line on stderr names the field
+	}{
+		{"relative target", []string{"--bind", "/tmp:rel"}, `mounts[0].target "rel"`},
+		{"dotdot target", []string{"--tmpfs", "/a/../b"}, `mounts[0].target "/a/../b"`},
+		{"missing source", []string{"--ro-bind", "/nonexistent:/x"}, `mounts[0].source "/nonexistent"`},
+		{"sensitive source", []string{"--ro-bind", "/sys:/x"}, `mounts[0].source "/sys"`},
+		{"unknown profile", []string{"--profile", "nope"}, `--profile`},
+		{"negative timeout", []string{"--timeout", "-1s"}, `--timeout`},
+		{"absurd output limit", []string{"--output-limit", "5G"}, `output_limit_bytes`},
+		{"bad rlimit", []string{"--rlimit", "nofile=2:1"}, `rlimits[`},
+		{"bad uid", []string{"--uid", "-1"}, `--uid`},
+		{"unknown flag", []string{"--frobnicate"}, `frobnicate`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := hostState()
+			r := runJail(t, append(append([]string{"run"}, tc.args...), "--", "true")...)
+			assert.Equal(t, jail.ExitSetupError, r.code)
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			assert.Len(t, lines, 1, "one line: %q", r.stderr)
+			assert.Contains(t, r.stderr, tc.want)
+			assert.Equal(t, before, hostState())
+		})
+	}
+	r := runJail(t, "run")
+	assert.Equal(t, jail.ExitSetupError, r.code, "empty command")
+	assert.Contains(t, r.stderr, "command")
+}
+
+func TestLargeOutputBoundedMemory(t *testing.T) {
+	res, r := runJSON(t, "--profile", "default", "--output-limit", "1M", "--", "sh", "-c", "yes | head -c 1073741824; echo tail >&2")
+	assert.Equal(t, jail.StatusExited, res.Status)
+	assert.Equal(t, int64(1<<30), res.StdoutBytes)
+	assert.True(t, res.StdoutTruncated)
+	assert.LessOrEqual(t, len(res.Stdout), 1<<20+64, "head and tail within the limit plus the marker")
+	assert.Contains(t, res.Stdout, "bytes dropped]")
+	assert.True(t, strings.HasPrefix(res.Stdout, "y\ny\n"))
+	assert.Equal(t, "tail\n", res.Stderr)
+	assert.False(t, res.StderrTruncated)
+	// jail's own peak RSS (and its children's) stays far below the 1 GiB
+	// that went through it.
+	assert.Less(t, r.maxRSSKiB, int64(64<<10), "max RSS of jail: got %d KiB", r.maxRSSKiB)
+}
+
+func TestCleanEnvironment(t *testing.T) {
+	out := runOK(t, "run", "--profile", "strict", "--ro-bind", binDir+":/probe", "--env", "EXTRA=1", "--", "/probe/probe", "env")
+	assert.Equal(t, "PATH=/usr/local/bin:/usr/bin:/bin\nHOME=/tmp\nLANG=C.UTF-8\nEXTRA=1\n", out)
+}
+
+func TestNetworkLoopbackOnly(t *testing.T) {
+	out := strict(t, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+	assert.Equal(t, "lo\n", out, "the only interface is lo")
+	r := runJail(t, "run", "--profile", "strict", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "connect-lo")
+	assert.Contains(t, r.stdout, "errno 111", "ECONNREFUSED: lo is up and nothing listens")
+}
+
+func TestRlimits(t *testing.T) {
+	assert.Equal(t, "1024\n0\n", strict(t, "ulimit -n; ulimit -c"))
+	assert.Equal(t, "256\n", strict(t, "ulimit -n", "--rlimit", "nofile=256"))
+}
+
+func TestKillParentKillsJail(t *testing.T) {
+	c := jailCmd(t.Context(), "run", "--profile", "strict", "--", "sleep", "97535")
+	require.NoError(t, c.Start())
+	deadline := time.Now().Add(5 * time.Second)
+	for len(processesMatching("sleep 97535")) == 0 {
+		require.True(t, time.Now().Before(deadline), "the jail's sleep never started")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, c.Process.Kill())
+	_ = c.Wait()
+	requireGone(t, "sleep 97535")
+	requireGone(t, "jail:init")
+}
+
+func TestReportFile(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "r.json")
+	r := runJail(t, "run", "--profile", "strict", "--report", report, "--", "sh", "-c", "echo streamed; exit 3")
+	assert.Equal(t, 3, r.code)
+	assert.Equal(t, "streamed\n", r.stdout, "streaming mode: the output is jail's own")
+	b, err := os.ReadFile(report)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"exit_code": 3`)
+	assert.Contains(t, string(b), `"output": "streamed"`)
+}

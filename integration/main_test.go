@@ -1,0 +1,225 @@
+// Package integration runs the real jail binary and looks at what the
+// kernel shows, from inside the jail and from the host. The tests need root
+// (or, in the unprivileged re-run, a user that may create user namespaces);
+// TestMain builds cmd/jail and a static probe program once.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail"
+)
+
+// Set by TestMain.
+var (
+	binDir   string // world-readable directory with jail and probe
+	jailBin  string
+	probeBin string
+	// unprivileged is set in the re-run of this suite as an unprivileged
+	// user (see TestUnprivileged).
+	unprivileged = os.Getenv("JAIL_IT_UNPRIVILEGED") == "1"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	if os.Geteuid() != 0 && !unprivileged {
+		fmt.Println("integration: skipped: these tests run the real jail binary and need root (sudo go test ./integration/)")
+		return 0
+	}
+	if unprivileged {
+		binDir = os.Getenv("JAIL_IT_BIN")
+		jailBin, probeBin = filepath.Join(binDir, "jail"), filepath.Join(binDir, "probe")
+		return m.Run()
+	}
+	var err error
+	// A directory every user can read and search: the unprivileged re-run,
+	// and jails of root (which run as host uid 65534), execute from it.
+	if binDir, err = os.MkdirTemp("", "jail-it-"); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
+	if err := os.Chmod(binDir, 0o755); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	jailBin, probeBin = filepath.Join(binDir, "jail"), filepath.Join(binDir, "probe")
+	if err := os.Mkdir(filepath.Join(binDir, "work"), 0o777); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	if err := os.Chmod(filepath.Join(binDir, "work"), 0o1777); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	build := exec.Command("go", "build", "-o", jailBin, "../cmd/jail")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Printf("building jail: %v\n%s", err, out)
+		return 1
+	}
+	if out, err := exec.Command("gcc", "-static", "-O2", "-o", probeBin, "testdata/probe.c").CombinedOutput(); err != nil {
+		fmt.Printf("building probe (needs gcc and the static libc, apt-get install build-essential): %v\n%s", err, out)
+		return 1
+	}
+	before, tmpBefore := hostState(), tempEntries()
+	code := m.Run()
+	if after := hostState(); code == 0 && after != before {
+		fmt.Printf("integration: the host changed during the tests:\nbefore: %s\nafter:  %s\n", before, after)
+		return 1
+	}
+	for e := range tempEntries() {
+		if !tmpBefore[e] && e != binDir && !strings.HasPrefix(filepath.Base(e), "go-build") { // the go tool's own, e.g. a concurrent build
+			fmt.Printf("integration: left behind in %s: %s\n", os.TempDir(), e)
+			code = 1
+		}
+	}
+	return code
+}
+
+// hostState summarises what a jail must never leave behind on the host:
+// mounts in the host's mount namespace and jail processes.
+func hostState() string {
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	return fmt.Sprintf("mounts=%d jail-processes=%v", bytes.Count(mi, []byte("\n")), processesMatching("jail:init"))
+}
+
+// tempEntries lists the temp directory, for files a run leaves behind.
+func tempEntries() map[string]bool {
+	entries, _ := filepath.Glob(filepath.Join(os.TempDir(), "*"))
+	set := map[string]bool{}
+	for _, e := range entries {
+		set[e] = true
+	}
+	return set
+}
+
+// processesMatching returns the pids of host processes whose command line
+// contains s.
+func processesMatching(s string) []string {
+	var pids []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err == nil && strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), s) {
+			pids = append(pids, filepath.Base(d))
+		}
+	}
+	return pids
+}
+
+// requireGone waits up to 3 s for every host process matching s to end.
+func requireGone(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		pids := processesMatching(s)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes matching %q still alive on the host: %v", s, pids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// result is one finished `jail` process.
+type result struct {
+	stdout, stderr string
+	code           int
+	maxRSSKiB      int64
+}
+
+// jailCmd returns the command `jail args...` with stdin from /dev/null.
+func jailCmd(ctx context.Context, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, jailBin, args...)
+	c.Env = []string{"PATH=/usr/bin:/bin", "JAIL_IT_HOST_SECRET=do-not-leak"}
+	return c
+}
+
+// runJail runs `jail args...` and returns what it printed and its exit code.
+func runJail(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := jailCmd(ctx, args...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("jail %v: %v", args, err)
+	}
+	r := result{stdout: out.String(), stderr: errb.String(), code: c.ProcessState.ExitCode()}
+	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSSKiB = ru.Maxrss
+	}
+	return r
+}
+
+// runOK runs jail and requires exit 0.
+func runOK(t *testing.T, args ...string) string {
+	t.Helper()
+	r := runJail(t, args...)
+	require.Equal(t, 0, r.code, "jail %v: stderr: %s", args, r.stderr)
+	return r.stdout
+}
+
+// runJSON runs `jail run --json args...` and decodes its one document.
+func runJSON(t *testing.T, args ...string) (jail.Result, result) {
+	t.Helper()
+	r := runJail(t, append([]string{"run", "--json"}, args...)...)
+	var res jail.Result
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&res), "stdout: %q stderr: %s", r.stdout, r.stderr)
+	_, err := dec.Token()
+	require.ErrorIs(t, err, io.EOF, "exactly one JSON document on stdout")
+	require.Equal(t, jail.Schema, res.Schema)
+	require.Equal(t, r.code, res.ExitCode, "exit code and report agree")
+	return res, r
+}
+
+// hostDir returns a temp directory a jail of root (host uid 65534) and the
+// unprivileged user can use.
+func hostDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp(filepath.Join(binDir, "work"), "dir-") // t.TempDir's parent is 0700
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	require.NoError(t, os.Chmod(d, 0o777))
+	return d
+}
+
+// jailUID is the host uid the jail's ids map to in this run.
+func jailHostUID() int {
+	if unprivileged {
+		return os.Geteuid()
+	}
+	return jail.DefaultHostUID
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if unprivileged {
+		t.Skip("root only: checks the id mapping and options of a root caller")
+	}
+}
