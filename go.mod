@@ -1,8 +1,9 @@
 module github.com/jailrt/jail
 
-go 1.26.8
+go 1.26.0
 
 require (
+	github.com/moby/sys/mountinfo v0.7.3
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.49.0
@@ -12,7 +13,6 @@ require (
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/kr/pretty v0.1.0 // indirect
-	github.com/moby/sys/mountinfo v0.7.3 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
