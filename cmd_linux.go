@@ -78,6 +78,7 @@ type Cmd struct {
 	exited     *nsexec.Msg // MsgExited
 	execErr    *nsexec.Msg // MsgExecError
 	killReason Status      // timed_out or canceled, once the jail is being killed
+	killSent   bool        // the caller sent SIGKILL with Signal
 	timers     []*time.Timer
 	done       chan struct{}
 }
@@ -446,6 +447,12 @@ func (c *Cmd) Signal(sig os.Signal) error {
 	if c.ec == nil || c.ec.Process == nil {
 		return errors.New("jail: not started")
 	}
+	if sig == syscall.SIGKILL {
+		// SIGKILL ends PID 1 before it can report; Wait reports it.
+		c.mu.Lock()
+		c.killSent = true
+		c.mu.Unlock()
+	}
 	return c.ec.Process.Signal(sig)
 }
 
@@ -504,6 +511,8 @@ func (c *Cmd) Wait() error {
 			r.ExitCode = ExitSetupError
 			r.Error = &ErrorInfo{Step: "run", Message: "canceled: " + fmt.Sprint(context.Cause(c.ctx))}
 		}
+	case c.killSent:
+		r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
 	default:
 		err := &InitError{Step: "init", Err: c.deathError("before the workload's report", errOrEOF(waitErr))}
 		r.Status, r.ExitCode = StatusSetupError, ExitSetupError

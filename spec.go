@@ -51,14 +51,15 @@ type Spec struct {
 
 	// Env is the workload's whole environment as KEY=VALUE; nothing is
 	// inherited from the caller. Nil means PATH, HOME=/tmp and LANG=C.UTF-8.
-	Env []string `json:"env,omitempty"`
+	Env []string `json:"env,omitzero"`
 
 	// Cwd is the workload's working directory; empty means /tmp.
 	Cwd string `json:"cwd,omitempty"`
 
-	// Timeout is the wall-clock limit from the workload's start; when it
-	// passes, every process in the jail is killed and the status is
-	// timed_out. 0 means no limit.
+	// Timeout is the wall-clock limit of the run, counted from the start of
+	// the jail (setup, about a millisecond, included); when it passes, every
+	// process in the jail is killed and the status is timed_out. 0 means no
+	// limit.
 	Timeout Duration `json:"timeout,omitempty"`
 
 	// KillGrace, when not 0, sends SIGTERM to every process in the jail at

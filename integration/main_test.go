@@ -98,7 +98,19 @@ func testMain(m *testing.M) int {
 // mounts in the host's mount namespace and jail processes.
 func hostState() string {
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	return fmt.Sprintf("mounts=%d jail-processes=%v", bytes.Count(mi, []byte("\n")), processesMatching("jail:init"))
+	return fmt.Sprintf("mounts=%d jail-processes=%v", bytes.Count(mi, []byte("\n")), ourInits())
+}
+
+// ourInits returns the pids of jail:init processes of this suite's jail
+// binary (other packages' tests run their own jails in parallel).
+func ourInits() []string {
+	var pids []string
+	for _, p := range processesMatching("jail:init") {
+		if exe, _ := os.Readlink("/proc/" + p + "/exe"); exe == jailBin {
+			pids = append(pids, p)
+		}
+	}
+	return pids
 }
 
 // tempEntries lists the temp directory, for files a run leaves behind.

@@ -514,6 +514,18 @@ fail:;
 	_exit(127);
 }
 
+/* block_signals blocks the signals PID 1 forwards, so that they queue from
+ * the start: the init of a PID namespace drops a signal from its parent
+ * namespace that it neither handles nor blocks (pid_namespaces(7)), and the
+ * parent may signal the jail as soon as Start returns. */
+static int block_signals(sigset_t *set)
+{
+	static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+	sigemptyset(set);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(set, sigs[i]);
+	return sigprocmask(SIG_BLOCK, set, NULL);
+}
+
 /* reap_workload forks the workload and stays its PID 1: it reaps every
  * child, forwards the parent's signals (to the whole jail when it owns a
  * PID namespace) and reports the workload's wait status. When it exits, the
@@ -522,10 +534,7 @@ static int reap_workload(struct plan *p)
 {
 	sigset_t set;
 	int ep[2], sfd, status;
-	sigemptyset(&set);
-	int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&set, sigs[i]);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0 || (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) return -1;
+	if (block_signals(&set) < 0 || (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) return -1;
 	if (pipe2(ep, O_CLOEXEC) < 0) return -1;
 	if (!(p->flags & PLAN_PIDNS)) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	pid_t pid = fork();
@@ -567,6 +576,9 @@ static int reap_workload(struct plan *p)
  * with the failed step's name in *step. */
 static int run_child(struct plan *p, const char **step)
 {
+	sigset_t set;
+	*step = "block signals";
+	if (block_signals(&set) < 0) return -1;
 	static const struct { const char *name; int (*run)(struct plan *); int mountns; } steps[] = {
 		{"make / rslave", make_root_rslave, 1},
 		{"open mount sources", open_sources, 1},

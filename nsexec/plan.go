@@ -198,6 +198,9 @@ func (p *Plan) Encode() ([]byte, error) {
 	if p.Attach == "" {
 		return nil, errors.New("plan has no attach point")
 	}
+	if p.Flags&FlagMountNS != 0 && p.Root.Kind == 0 {
+		return nil, errors.New("plan has a mount namespace but no root")
+	}
 	for _, n := range []int{len(p.Mounts), len(p.Argv), len(p.Env), len(p.Path), len(p.Rlimits)} {
 		if n > maxPlanItems {
 			return nil, fmt.Errorf("plan has %d items in a list, more than %d", n, maxPlanItems)
@@ -207,7 +210,9 @@ func (p *Plan) Encode() ([]byte, error) {
 	e.record(tagFlags, func() { e.u32(uint32(p.Flags)) })
 	e.record(tagIDs, func() { e.u32(p.UID); e.u32(p.GID) })
 	e.record(tagAttach, func() { e.str("attach point", p.Attach) })
-	e.mount(tagRoot, p.Root)
+	if p.Root.Kind != 0 { // without a mount namespace there is no new root
+		e.mount(tagRoot, p.Root)
+	}
 	for _, m := range p.Mounts {
 		e.mount(tagMount, m)
 	}
