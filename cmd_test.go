@@ -1,0 +1,339 @@
+package jail
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail/mounts"
+)
+
+// These tests start real jails through the Go API. The test binary links the
+// child stage (package nsexec's constructor runs before main when argv[0] is
+// "jail:init"), so Command works with HelperPath empty.
+
+// requireJail skips t unless this process can start jails. Only root is
+// sure to: an unprivileged caller depends on the host's user namespace
+// policy, and a test that could not run must not pass.
+func requireJail(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("starting jails needs root here (run with `go test -exec sudo`); unprivileged user namespaces are host policy")
+	}
+}
+
+// worldReadableDir returns a temporary directory a root caller's jail can
+// read: its workload runs as host uid 65534, and t.TempDir makes both the
+// directory and its per-test parent 0700.
+func worldReadableDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	return dir
+}
+
+func TestCommand(t *testing.T) {
+	requireJail(t)
+	dir := worldReadableDir(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "hello"), []byte("hi from the host\n"), 0o644))
+
+	for _, tc := range []struct {
+		name     string
+		spec     Spec
+		args     []string
+		stdin    string
+		status   Status
+		exitCode int
+		signal   string
+		stdout   string
+		stderr   string
+	}{
+		{"exit code and both streams", Spec{}, []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, "",
+			StatusExited, 3, "", "out\n", "err\n"},
+		{"success", Spec{}, []string{"true"}, "", StatusExited, 0, "", "", ""},
+		{"stdin", Spec{}, []string{"cat"}, "line one\nline two\n", StatusExited, 0, "", "line one\nline two\n", ""},
+		{"killed by a signal", Spec{}, []string{"sh", "-c", "kill -KILL $$"}, "", StatusSignaled, 128 + 9, "KILL", "", ""},
+		{"ids inside", Spec{}, []string{"sh", "-c", "id -u; id -g"}, "", StatusExited, 0, "", "1000\n1000\n", ""},
+		{"hostname", Spec{Hostname: "box"}, []string{"hostname"}, "", StatusExited, 0, "", "box\n", ""},
+		{"env is not inherited", Spec{Env: []string{"ONLY=this"}}, []string{"/usr/bin/env"}, "", StatusExited, 0, "", "ONLY=this\n", ""},
+		{"cwd", Spec{Cwd: "/proc"}, []string{"pwd"}, "", StatusExited, 0, "", "/proc\n", ""},
+		{"pid 1 is the child stage", Spec{}, []string{"sh", "-c", "echo $$"}, "", StatusExited, 0, "", "2\n", ""},
+		{"read-only bind", Spec{Mounts: []mounts.Mount{{Type: mounts.ROBind, Source: dir, Target: "/data"}}},
+			[]string{"sh", "-c", "cat /data/hello; touch /data/new 2>/dev/null || echo read-only"}, "",
+			StatusExited, 0, "", "hi from the host\nread-only\n", ""},
+		{"root is read-only", Spec{}, []string{"sh", "-c", "touch /x 2>/dev/null || echo read-only"}, "",
+			StatusExited, 0, "", "read-only\n", ""},
+		{"tmp is writable", Spec{}, []string{"sh", "-c", "echo x > /tmp/f && cat /tmp/f"}, "", StatusExited, 0, "", "x\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Command(context.Background(), tc.spec, tc.args[0], tc.args[1:]...)
+			c.Capture = true
+			if tc.stdin != "" {
+				c.Stdin = strings.NewReader(tc.stdin)
+			}
+			require.NoError(t, c.Run())
+			r := c.Result
+			require.NotNil(t, r)
+			assert.Equal(t, Schema, r.Schema)
+			assert.Equal(t, "captured", r.Output)
+			assert.Equal(t, tc.status, r.Status, "got status %s, want %s (stderr %q)", r.Status, tc.status, r.Stderr)
+			assert.Equal(t, tc.exitCode, r.ExitCode, "got exit code %d, want %d", r.ExitCode, tc.exitCode)
+			assert.Equal(t, tc.signal, r.Signal)
+			assert.Equal(t, tc.stdout, r.Stdout)
+			assert.Equal(t, tc.stderr, r.Stderr)
+			assert.Equal(t, int64(len(tc.stdout)), r.StdoutBytes)
+			assert.Equal(t, int64(len(tc.stderr)), r.StderrBytes)
+			assert.False(t, r.StdoutTruncated)
+			assert.Nil(t, r.Error)
+			assert.GreaterOrEqual(t, r.WallTimeMS, int64(0))
+		})
+	}
+}
+
+func TestCommandReport(t *testing.T) {
+	requireJail(t)
+	c := Command(context.Background(), Spec{}, "true")
+	c.Capture = true
+	require.NoError(t, c.Run())
+	iso := c.Result.Isolation
+	for _, ns := range []string{"user", "pid", "mount", "net", "uts", "ipc", "cgroup"} {
+		assert.Contains(t, iso.Namespaces, ns)
+	}
+	assert.Equal(t, "tmpfs", iso.Root)
+	assert.Equal(t, []IDMap{{1000, 65534, 1}}, iso.UIDMap)
+	assert.Equal(t, uint32(1000), iso.UID)
+
+	// Every field is in the document, and no list is null.
+	b, err := json.Marshal(c.Result)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(b, &doc))
+	for _, k := range jsonFields(t, reflect.TypeFor[Result]()) {
+		assert.Contains(t, doc, k.name)
+	}
+	assert.Nil(t, doc["error"])
+	assert.NotContains(t, string(b), `_map":null`)
+	assert.NotContains(t, string(b), `"namespaces":null`)
+	assert.NotContains(t, string(b), `"not_enforced":null`)
+}
+
+func TestCommandStreamsToWriters(t *testing.T) {
+	requireJail(t)
+	var out, errOut strings.Builder
+	c := Command(context.Background(), Spec{}, "sh", "-c", "echo to-out; echo to-err >&2")
+	c.Stdout, c.Stderr = &out, &errOut
+	require.NoError(t, c.Run())
+	assert.Equal(t, "streamed", c.Result.Output)
+	assert.Equal(t, "to-out\n", out.String())
+	assert.Equal(t, "to-err\n", errOut.String())
+	assert.Empty(t, c.Result.Stdout, "got captured output without Capture")
+}
+
+func TestCommandTimeout(t *testing.T) {
+	requireJail(t)
+	c := Command(context.Background(), Spec{Timeout: Duration(300 * time.Millisecond)}, "sleep", "10")
+	c.Capture = true
+	begin := time.Now()
+	require.NoError(t, c.Run())
+	elapsed := time.Since(begin)
+	r := c.Result
+	assert.Equal(t, StatusTimedOut, r.Status)
+	assert.Equal(t, ExitTimedOut, r.ExitCode)
+	assert.GreaterOrEqual(t, elapsed, 300*time.Millisecond, "got %v, want at least the timeout", elapsed)
+	assert.Less(t, elapsed, 5*time.Second, "got %v, want the jail killed soon after the timeout", elapsed)
+	assert.Less(t, r.WallTimeMS, int64(5000))
+	// WallTimeMS counts from the workload's start; the timer runs from
+	// clone, so the setup (a few ms) is not in it.
+	assert.GreaterOrEqual(t, r.WallTimeMS, int64(250), "got wall time %d ms, want about the 300 ms timeout", r.WallTimeMS)
+}
+
+func TestCommandKillGrace(t *testing.T) {
+	requireJail(t)
+	spec := Spec{Timeout: Duration(200 * time.Millisecond), KillGrace: Duration(5 * time.Second)}
+	// The workload ends itself on SIGTERM well before the grace runs out.
+	c := Command(context.Background(), spec, "sh", "-c", "trap 'echo term; exit 0' TERM; while :; do sleep 0.05; done")
+	c.Capture = true
+	begin := time.Now()
+	require.NoError(t, c.Run())
+	assert.Less(t, time.Since(begin), 4*time.Second, "got a run as long as the grace, want SIGTERM to end it")
+	assert.Contains(t, c.Result.Stdout, "term")
+}
+
+func TestCommandCancel(t *testing.T) {
+	requireJail(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := Command(ctx, Spec{}, "sleep", "10")
+	require.NoError(t, c.Start())
+	begin := time.Now()
+	time.AfterFunc(100*time.Millisecond, cancel)
+	require.NoError(t, c.Wait())
+	assert.Less(t, time.Since(begin), 5*time.Second)
+	r := c.Result
+	assert.Equal(t, StatusCanceled, r.Status)
+	assert.Equal(t, ExitSetupError, r.ExitCode)
+	require.NotNil(t, r.Error, "got no error info, want the cancellation")
+	assert.Contains(t, r.Error.Message, "canceled")
+}
+
+func TestCommandContextDeadline(t *testing.T) {
+	requireJail(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	c := Command(ctx, Spec{}, "sleep", "10")
+	require.NoError(t, c.Run())
+	assert.Equal(t, StatusTimedOut, c.Result.Status, "got %s, want a context deadline reported as a timeout", c.Result.Status)
+}
+
+func TestCommandCanceledBeforeStart(t *testing.T) {
+	requireJail(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := Command(ctx, Spec{}, "true")
+	err := c.Start()
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, StatusSetupError, c.Result.Status)
+}
+
+func TestCommandNotExecuted(t *testing.T) {
+	requireJail(t)
+	dir := worldReadableDir(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "script"), []byte("#!/bin/sh\necho no\n"), 0o644))
+	bin := []mounts.Mount{{Type: mounts.ROBind, Source: dir, Target: "/opt/x"}}
+
+	for _, tc := range []struct {
+		name     string
+		spec     Spec
+		cmd      string
+		errno    syscall.Errno
+		exitCode int
+	}{
+		{"not in PATH", Spec{}, "no-such-command-for-jail", syscall.ENOENT, ExitNotFound},
+		{"missing path", Spec{}, "/no/such/command", syscall.ENOENT, ExitNotFound},
+		{"empty PATH", Spec{Env: []string{"PATH="}}, "sh", syscall.ENOENT, ExitNotFound},
+		{"not executable", Spec{Mounts: bin}, "/opt/x/script", syscall.EACCES, ExitNotExecutable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Command(context.Background(), tc.spec, tc.cmd)
+			c.Capture = true
+			require.NoError(t, c.Start())
+			err := c.Wait()
+			require.Error(t, err)
+			var ie *InitError
+			require.ErrorAs(t, err, &ie)
+			assert.ErrorIs(t, err, tc.errno, "got %v, want %v", err, tc.errno)
+			r := c.Result
+			assert.Equal(t, StatusSetupError, r.Status)
+			assert.Equal(t, tc.exitCode, r.ExitCode, "got exit code %d, want %d", r.ExitCode, tc.exitCode)
+			require.NotNil(t, r.Error)
+			assert.Equal(t, errnoName(tc.errno), r.Error.Errno)
+			assert.Equal(t, ie.Step, r.Error.Step)
+		})
+	}
+}
+
+func TestCommandInvalidSpec(t *testing.T) {
+	// Validation happens before anything needs privileges.
+	for _, tc := range []struct {
+		name string
+		spec Spec
+		args []string
+	}{
+		{"bad hostname", Spec{Hostname: "-bad"}, []string{"true"}},
+		{"missing bind source", Spec{Mounts: []mounts.Mount{{Type: mounts.Bind, Source: "/no/such/dir", Target: "/x"}}}, []string{"true"}},
+		{"empty command", Spec{}, []string{""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Command(context.Background(), tc.spec, tc.args[0], tc.args[1:]...)
+			err := c.Start()
+			require.ErrorIs(t, err, ErrInvalidSpec)
+			r := c.Result
+			require.NotNil(t, r, "got no Result after a failed Start")
+			assert.Equal(t, Schema, r.Schema)
+			assert.Equal(t, StatusSetupError, r.Status)
+			assert.Equal(t, ExitSetupError, r.ExitCode)
+			require.NotNil(t, r.Error)
+			assert.Equal(t, "spec", r.Error.Step)
+			assert.Equal(t, err.Error(), r.Error.Message)
+			assert.Error(t, c.Wait(), "got Wait without a started jail to succeed")
+		})
+	}
+}
+
+func TestCommandRunTwice(t *testing.T) {
+	requireJail(t)
+	c := Command(context.Background(), Spec{}, "true")
+	require.NoError(t, c.Run())
+	first := c.Result
+	err := c.Run()
+	assert.Error(t, err, "got a second Run to succeed")
+	assert.Same(t, first, c.Result, "a refused Run must keep the first Result")
+}
+
+func TestCommandSignal(t *testing.T) {
+	requireJail(t)
+	for _, tc := range []struct {
+		name   string
+		sig    syscall.Signal
+		signal string
+	}{
+		{"TERM is forwarded to the workload", syscall.SIGTERM, "TERM"},
+		{"KILL ends the jail", syscall.SIGKILL, "KILL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			c := Command(context.Background(), Spec{}, "sh", "-c", "echo ready; exec sleep 10")
+			c.Stdout = pw
+			assert.Error(t, c.Signal(tc.sig), "got Signal before Start to succeed")
+			require.NoError(t, c.Start())
+			// Signals reach the workload once PID 1 forwards them, which
+			// is certain once the workload writes.
+			line, err := bufio.NewReader(pr).ReadString('\n')
+			require.NoError(t, err)
+			require.Equal(t, "ready\n", line)
+			go func() { _, _ = io.Copy(io.Discard, pr) }()
+			begin := time.Now()
+			require.NoError(t, c.Signal(tc.sig))
+			err = c.Wait()
+			pw.Close()
+			assert.Less(t, time.Since(begin), 5*time.Second)
+			require.NoError(t, err)
+			r := c.Result
+			assert.Equal(t, StatusSignaled, r.Status)
+			assert.Equal(t, tc.signal, r.Signal)
+			assert.Equal(t, 128+int(tc.sig), r.ExitCode)
+		})
+	}
+}
+
+func TestCommandWaitErrors(t *testing.T) {
+	c := Command(context.Background(), Spec{}, "true")
+	err := c.Wait()
+	assert.Error(t, err, "got Wait before Start to succeed")
+	assert.False(t, errors.Is(err, ErrInvalidSpec))
+}
+
+func TestCommandWithoutMountNamespace(t *testing.T) {
+	requireJail(t)
+	c := Command(context.Background(), Spec{DisableNamespaces: []string{"mount"}}, "sh", "-c", "pwd")
+	c.Capture = true
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait())
+	assert.Equal(t, StatusExited, c.Result.Status)
+	assert.Equal(t, "host", c.Result.Isolation.Root)
+	assert.Equal(t, "/\n", c.Result.Stdout)
+}

@@ -1,0 +1,272 @@
+package jail
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/nsexec"
+	"github.com/jailrt/jail/rootfs"
+)
+
+const allCloneFlags = cloneNewNS | cloneNewCgroup | cloneNewUTS | cloneNewIPC | cloneNewUser | cloneNewPID | cloneNewNet
+
+// testHost is a host with every namespace and a caller with euid and egid.
+func testHost(euid, egid int, without ...string) hostFacts {
+	h := hostFacts{euid: euid, egid: egid, namespaces: map[string]bool{}, fs: rootfs.Host{Attach: "/tmp"}}
+	for _, ns := range Namespaces {
+		h.namespaces[ns] = true
+	}
+	for _, ns := range without {
+		delete(h.namespaces, ns)
+	}
+	return h
+}
+
+func TestNewLaunch(t *testing.T) {
+	argv := []string{"sh", "-c", "id"}
+	rootDir := t.TempDir()
+	realRootDir, err := filepath.EvalSymlinks(rootDir)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name  string
+		spec  Spec
+		host  hostFacts
+		check func(t *testing.T, l *launch)
+	}{
+		{"root caller maps to nobody", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.True(t, l.userns)
+			assert.Equal(t, []IDMap{{1000, 65534, 1}}, l.uidMap)
+			assert.Equal(t, []IDMap{{1000, 65534, 1}}, l.gidMap)
+			assert.Equal(t, l.uidMap, l.iso.UIDMap)
+			assert.Equal(t, l.gidMap, l.iso.GIDMap)
+			assert.True(t, l.setgroups)
+			assert.NotZero(t, l.plan.Flags&nsexec.FlagSetgroups, "got flags %#x, want FlagSetgroups", l.plan.Flags)
+			assert.Equal(t, uint32(1000), l.plan.UID)
+			assert.Equal(t, uint32(1000), l.plan.GID)
+			assert.Equal(t, uint32(1000), l.iso.UID)
+			assert.Equal(t, uint32(1000), l.iso.GID)
+		}},
+		{"root caller with host ids", Spec{UID: ptr[uint32](0), GID: ptr[uint32](7), HostUID: ptr[uint32](1234), HostGID: ptr[uint32](5678)}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, []IDMap{{0, 1234, 1}}, l.uidMap)
+			assert.Equal(t, []IDMap{{7, 5678, 1}}, l.gidMap)
+			assert.True(t, l.setgroups)
+			assert.Equal(t, uint32(0), l.iso.UID)
+			assert.Equal(t, uint32(7), l.iso.GID)
+		}},
+		{"every namespace", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, uintptr(allCloneFlags), l.cloneflags, "got clone flags %#x, want %#x", l.cloneflags, allCloneFlags)
+			assert.Equal(t, Namespaces, l.iso.Namespaces)
+			assert.Empty(t, l.iso.NotEnforced)
+			want := nsexec.FlagTimeNS | nsexec.FlagLoopback | nsexec.FlagPIDNS | nsexec.FlagMountNS | nsexec.FlagRootRO | nsexec.FlagSetgroups
+			assert.Equal(t, want, l.plan.Flags, "got flags %#x, want %#x", l.plan.Flags, want)
+		}},
+		{"defaults", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, argv, l.plan.Argv)
+			assert.Equal(t, DefaultHostname, l.plan.Hostname)
+			assert.Equal(t, DefaultCwd, l.plan.Cwd)
+			assert.Equal(t, "tmpfs", l.iso.Root)
+			assert.Empty(t, l.iso.RootPath)
+			assert.Equal(t, "/tmp", l.plan.Attach)
+			assert.Equal(t, nsexec.OpFS, l.plan.Root.Kind)
+			assert.Equal(t, "tmpfs", l.plan.Root.FSType)
+			assert.Len(t, l.opNames, len(l.plan.Mounts))
+		}},
+		{"unprivileged caller maps its own ids", Spec{HostUID: ptr[uint32](0)}, testHost(1000, 1001), func(t *testing.T, l *launch) {
+			assert.True(t, l.userns)
+			assert.Equal(t, []IDMap{{1000, 1000, 1}}, l.uidMap)
+			assert.Equal(t, []IDMap{{1000, 1001, 1}}, l.gidMap)
+			assert.False(t, l.setgroups)
+			assert.Zero(t, l.plan.Flags&nsexec.FlagSetgroups, "got flags %#x, want no FlagSetgroups", l.plan.Flags)
+		}},
+		{"unprivileged caller chooses inside ids", Spec{UID: ptr[uint32](0), GID: ptr[uint32](0)}, testHost(1000, 1001), func(t *testing.T, l *launch) {
+			assert.Equal(t, []IDMap{{0, 1000, 1}}, l.uidMap)
+			assert.Equal(t, []IDMap{{0, 1001, 1}}, l.gidMap)
+			assert.Equal(t, uint32(0), l.plan.UID)
+		}},
+		{"kernel without time namespace", Spec{}, testHost(1000, 1000, "time"), func(t *testing.T, l *launch) {
+			assert.Zero(t, l.plan.Flags&nsexec.FlagTimeNS, "got flags %#x, want no FlagTimeNS", l.plan.Flags)
+			assert.NotContains(t, l.iso.Namespaces, "time")
+			require.Len(t, l.iso.NotEnforced, 1)
+			assert.Contains(t, l.iso.NotEnforced[0], "time namespace")
+			assert.Equal(t, uintptr(allCloneFlags), l.cloneflags)
+		}},
+		{"kernel without cgroup namespace, allowed", Spec{AllowUnenforced: true}, testHost(0, 0, "cgroup"), func(t *testing.T, l *launch) {
+			assert.Zero(t, l.cloneflags&cloneNewCgroup, "got clone flags %#x, want no CLONE_NEWCGROUP", l.cloneflags)
+			assert.NotContains(t, l.iso.Namespaces, "cgroup")
+			require.Len(t, l.iso.NotEnforced, 1)
+			assert.True(t, strings.HasPrefix(l.iso.NotEnforced[0], "cgroup namespace: "), "got %q, want a cgroup namespace entry", l.iso.NotEnforced[0])
+		}},
+		{"net disabled", Spec{DisableNamespaces: []string{"net"}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Zero(t, l.cloneflags&cloneNewNet, "got clone flags %#x, want no CLONE_NEWNET", l.cloneflags)
+			assert.Zero(t, l.plan.Flags&nsexec.FlagLoopback, "got flags %#x, want no FlagLoopback", l.plan.Flags)
+			assert.NotContains(t, l.iso.Namespaces, "net")
+			assert.Empty(t, l.iso.NotEnforced, "a disabled namespace is not an unenforced one")
+		}},
+		{"uts disabled keeps the host name", Spec{Hostname: "box", DisableNamespaces: []string{"uts"}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Zero(t, l.cloneflags&cloneNewUTS)
+			assert.Empty(t, l.plan.Hostname)
+		}},
+		{"pid disabled", Spec{DisableNamespaces: []string{"pid"}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Zero(t, l.cloneflags&cloneNewPID)
+			assert.Zero(t, l.plan.Flags&nsexec.FlagPIDNS)
+		}},
+		{"time disabled", Spec{DisableNamespaces: []string{"time"}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Zero(t, l.plan.Flags&nsexec.FlagTimeNS)
+			assert.Empty(t, l.iso.NotEnforced)
+		}},
+		{"root caller without user namespace", Spec{DisableNamespaces: []string{"user"}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.False(t, l.userns)
+			assert.Zero(t, l.cloneflags&cloneNewUser)
+			assert.Empty(t, l.uidMap)
+			assert.Equal(t, []IDMap{}, l.iso.UIDMap, "the report has an empty map, not null")
+			assert.Equal(t, []IDMap{}, l.iso.GIDMap)
+			assert.Equal(t, uint32(65534), l.plan.UID)
+			assert.Equal(t, uint32(65534), l.plan.GID)
+			assert.Equal(t, uint32(65534), l.iso.UID)
+			assert.NotZero(t, l.plan.Flags&nsexec.FlagSetgroups)
+		}},
+		{"root caller without user namespace uses host ids", Spec{DisableNamespaces: []string{"user"}, UID: ptr[uint32](5), HostUID: ptr[uint32](1234), HostGID: ptr[uint32](5678)}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, uint32(1234), l.plan.UID)
+			assert.Equal(t, uint32(5678), l.plan.GID)
+			assert.Equal(t, uint32(1234), l.iso.UID)
+		}},
+		{"root caller on a kernel without user namespace, allowed", Spec{AllowUnenforced: true}, testHost(0, 0, "user"), func(t *testing.T, l *launch) {
+			assert.False(t, l.userns)
+			assert.Equal(t, uint32(65534), l.plan.UID)
+			require.Len(t, l.iso.NotEnforced, 1)
+			assert.Contains(t, l.iso.NotEnforced[0], "user namespace")
+		}},
+		{"mount disabled", Spec{DisableNamespaces: []string{"mount"}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Zero(t, l.cloneflags&cloneNewNS)
+			assert.Equal(t, "host", l.iso.Root)
+			assert.Zero(t, l.plan.Flags&(nsexec.FlagMountNS|nsexec.FlagRootRO), "got flags %#x, want no mount steps", l.plan.Flags)
+			assert.Empty(t, l.plan.Mounts)
+			assert.Equal(t, "/", l.plan.Attach)
+			assert.Equal(t, "/", l.plan.Cwd, "the host has no jail /tmp to start in")
+		}},
+		{"mount disabled keeps an explicit cwd", Spec{Cwd: "/tmp", DisableNamespaces: []string{"mount"}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, "/tmp", l.plan.Cwd)
+		}},
+		{"directory root", Spec{Root: rootDir}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, "directory", l.iso.Root)
+			assert.Equal(t, rootDir, l.iso.RootPath)
+			assert.Equal(t, nsexec.OpBind, l.plan.Root.Kind)
+			assert.Equal(t, realRootDir, l.plan.Root.Source)
+		}},
+		{"mounts are planned after the system mounts", Spec{Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/scratch"}, {Type: mounts.ROBind, Source: rootDir, Target: "/src"}}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			n := len(l.plan.Mounts)
+			require.GreaterOrEqual(t, n, 2)
+			assert.Equal(t, "/scratch", l.plan.Mounts[n-2].Target)
+			assert.Equal(t, "/src", l.plan.Mounts[n-1].Target)
+			assert.Equal(t, realRootDir, l.plan.Mounts[n-1].Source)
+			assert.Equal(t, "bind "+realRootDir+" on /src", l.opNames[n-1])
+		}},
+		{"env nil", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, DefaultEnv, l.plan.Env)
+			assert.Equal(t, []string{"/usr/local/bin", "/usr/bin", "/bin"}, l.plan.Path)
+		}},
+		{"env with PATH", Spec{Env: []string{"A=b", "PATH=/opt/bin:/x"}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, []string{"A=b", "PATH=/opt/bin:/x"}, l.plan.Env)
+			assert.Equal(t, []string{"/opt/bin", "/x"}, l.plan.Path)
+		}},
+		{"env without PATH", Spec{Env: []string{"A=b"}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, []string{"A=b"}, l.plan.Env)
+			assert.Equal(t, []string{"/usr/local/bin", "/usr/bin", "/bin"}, l.plan.Path, "got %v, want execvp's default path", l.plan.Path)
+		}},
+		{"empty env", Spec{Env: []string{}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Empty(t, l.plan.Env)
+			assert.Equal(t, []string{"/usr/local/bin", "/usr/bin", "/bin"}, l.plan.Path)
+		}},
+		{"rlimits", Spec{Rlimits: []Rlimit{{"nofile", 64, 128}, {"core", 0, RlimitInfinity}}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, []nsexec.Rlimit{{Resource: 7, Cur: 64, Max: 128}, {Resource: 4, Cur: 0, Max: RlimitInfinity}}, l.plan.Rlimits)
+		}},
+		{"hostname and cwd", Spec{Hostname: "box", Cwd: "/work"}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, "box", l.plan.Hostname)
+			assert.Equal(t, "/work", l.plan.Cwd)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, tc.spec.Validate())
+			l, err := newLaunch(&tc.spec, argv, tc.host)
+			require.NoError(t, err)
+			tc.check(t, l)
+			_, err = l.plan.Encode()
+			assert.NoError(t, err, "the plan must encode")
+		})
+	}
+}
+
+func TestNewLaunchRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		spec    Spec
+		argv    []string
+		host    hostFacts
+		feature string // the FeatureError's Feature; "" for a SpecError
+	}{
+		{"kernel without cgroup namespace", Spec{}, []string{"id"}, testHost(0, 0, "cgroup"), "cgroup namespace"},
+		{"kernel without net namespace", Spec{}, []string{"id"}, testHost(1000, 1000, "net"), "net namespace"},
+		{"kernel without time and cgroup namespaces", Spec{}, []string{"id"}, testHost(0, 0, "time", "cgroup"), "cgroup namespace"},
+		{"unprivileged caller without user namespace", Spec{DisableNamespaces: []string{"user"}}, []string{"id"}, testHost(1000, 1000), "user namespace"},
+		{"unprivileged caller on a kernel without user namespace", Spec{}, []string{"id"}, testHost(1000, 1000, "user"), "user namespace"},
+		{"unprivileged caller on a kernel without user namespace, allowed", Spec{AllowUnenforced: true}, []string{"id"}, testHost(1000, 1000, "user"), "user namespace"},
+		{"no argv", Spec{}, nil, testHost(0, 0), ""},
+		{"empty command", Spec{}, []string{""}, testHost(0, 0), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := newLaunch(&tc.spec, tc.argv, tc.host)
+			require.Error(t, err, "got a launch %+v, want an error", l)
+			assert.Nil(t, l)
+			if tc.feature == "" {
+				var se *SpecError
+				require.ErrorAs(t, err, &se)
+				assert.ErrorIs(t, err, ErrInvalidSpec)
+				assert.Equal(t, "command", se.Field)
+				return
+			}
+			var fe *FeatureError
+			require.ErrorAs(t, err, &fe)
+			assert.ErrorIs(t, err, ErrNotSupported)
+			assert.NotErrorIs(t, err, ErrInvalidSpec)
+			assert.Equal(t, tc.feature, fe.Feature, "got feature %q, want %q", fe.Feature, tc.feature)
+			assert.NotEmpty(t, fe.Reason)
+		})
+	}
+}
+
+func TestNewLaunchNoAttachPoint(t *testing.T) {
+	h := testHost(0, 0)
+	h.fs.Attach = ""
+	_, err := newLaunch(&Spec{}, []string{"id"}, h)
+	var ie *InitError
+	require.ErrorAs(t, err, &ie)
+	assert.Equal(t, "plan root", ie.Step)
+
+	_, err = newLaunch(&Spec{DisableNamespaces: []string{"mount"}}, []string{"id"}, h)
+	assert.NoError(t, err, "without a mount namespace nothing is attached")
+}
+
+func TestDescribeOp(t *testing.T) {
+	for _, tc := range []struct {
+		op   nsexec.Mount
+		want string
+	}{
+		{nsexec.Mount{Kind: nsexec.OpBind, Source: "/usr", Target: "/usr"}, "bind /usr on /usr"},
+		{nsexec.Mount{Kind: nsexec.OpFS, FSType: "proc", Target: "/proc"}, "proc on /proc"},
+		{nsexec.Mount{Kind: nsexec.OpMkdir, Target: "/etc"}, "mkdir /etc"},
+		{nsexec.Mount{Kind: nsexec.OpWriteFile, Target: "/etc/passwd"}, "write /etc/passwd"},
+		{nsexec.Mount{Kind: nsexec.OpSymlink, Target: "/bin"}, "symlink /bin"},
+		{nsexec.Mount{Kind: nsexec.OpSetattr, Target: "/dev"}, "mount attributes of /dev"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			got := describeOp(tc.op)
+			assert.Equal(t, tc.want, got, "got %q, want %q", got, tc.want)
+		})
+	}
+}
