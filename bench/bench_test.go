@@ -1,0 +1,106 @@
+// Package bench measures jail's start-up cost. These are benchmarks only:
+// nothing here passes or fails on a timing. bench/run.sh is the fuller
+// measurement (interleaved rounds, a bubblewrap peer, PSS); see README.md.
+//
+// Run them as root, since the jail maps a host uid:
+//
+//	sudo env PATH="$PATH" go test -run '^$' -bench . -benchtime 200x ./bench/
+//
+// JAIL_BIN names a jail binary to measure; without it the benchmarks build
+// cmd/jail once, statically as released.
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var (
+	buildOnce sync.Once
+	builtDir  string // removed by TestMain
+	jailPath  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
+
+// jailBinary returns $JAIL_BIN, or builds cmd/jail the way it is released
+// (static, cgo for the nsexec stage) on first use. Building lazily keeps a
+// plain `go test ./...` from compiling anything.
+func jailBinary(b *testing.B) string {
+	b.Helper()
+	buildOnce.Do(func() {
+		if p := os.Getenv("JAIL_BIN"); p != "" {
+			jailPath, buildErr = filepath.Abs(p)
+			return
+		}
+		builtDir, buildErr = os.MkdirTemp("", "jail-bench-")
+		if buildErr != nil {
+			return
+		}
+		jailPath = filepath.Join(builtDir, "jail")
+		cmd := exec.Command("go", "build", "-tags", "osusergo,netgo",
+			"-ldflags", "-linkmode external -extldflags -static", "-o", jailPath, "./cmd/jail")
+		cmd.Dir = ".." // the module root; go test runs in the package directory
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/jail: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		b.Fatal(buildErr)
+	}
+	return jailPath
+}
+
+func requireRoot(b *testing.B) {
+	b.Helper()
+	if os.Geteuid() != 0 {
+		b.Skip("skipped: needs root (the jail maps a host uid); run: sudo env PATH=\"$PATH\" go test -bench . ./bench/")
+	}
+}
+
+// benchCommand runs argv b.N times and reports the mean wall time per run
+// in ms/op; a run that exits non-zero fails the benchmark with its output.
+func benchCommand(b *testing.B, argv ...string) {
+	b.Helper()
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		b.Skipf("skipped: %v", err)
+	}
+	var out bytes.Buffer
+	for b.Loop() {
+		out.Reset()
+		cmd := exec.Command(path, argv[1:]...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("%q: %v\n%s", argv, err, out.Bytes())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e6/float64(b.N), "ms/op")
+}
+
+// BenchmarkStrictTrue is the project's headline figure: a strict jail
+// around /bin/true, from exec of jail to its exit.
+func BenchmarkStrictTrue(b *testing.B) {
+	requireRoot(b)
+	benchCommand(b, jailBinary(b), "run", "--profile", "strict", "--", "/bin/true")
+}
+
+// BenchmarkFloor is what the same namespaces cost without jail: util-linux
+// unshare with a fresh /proc. Targets are stated relative to it.
+func BenchmarkFloor(b *testing.B) {
+	requireRoot(b)
+	benchCommand(b, "unshare", "-Urpf", "--mount-proc", "-n", "-i", "-u", "/bin/true")
+}

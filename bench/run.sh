@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# run.sh measures jail's start-up cost against a floor and a peer:
+#
+#   floor  unshare -Urpf --mount-proc -n -i -u /bin/true  (the namespaces alone)
+#   jail   jail run --profile strict -- /bin/true
+#   bwrap  bubblewrap with a comparable sandbox (skipped when not installed)
+#
+# The contenders run interleaved (each round runs each once, the order rotated
+# per round) under bench/cmd/benchrun, which times every run from fork to
+# wait4 without a shell in between. Then it reads the PSS of a running jail.
+# See bench/README.md for what the figures mean.
+#
+# Usage: sudo bench/run.sh [-n ROUNDS] [-w WARMUP] [-j JAIL] [-o OUTDIR]
+set -euo pipefail
+
+usage() {
+	cat <<'EOF'
+Usage: run.sh [-n ROUNDS] [-w WARMUP] [-j JAIL] [-o OUTDIR]
+  -n ROUNDS  measured rounds (default 200)
+  -w WARMUP  warm-up rounds, not recorded (default 20)
+  -j JAIL    jail binary (default: $JAIL, else ./jail, else built statically into a temporary directory)
+  -o OUTDIR  where samples.csv goes (default: a new temporary directory)
+EOF
+}
+
+rounds=200
+warmup=20
+jail_bin="${JAIL:-}"
+outdir=""
+while getopts "n:w:j:o:h" opt; do
+	case "$opt" in
+	n) rounds="$OPTARG" ;;
+	w) warmup="$OPTARG" ;;
+	j) jail_bin="$OPTARG" ;;
+	o) outdir="$OPTARG" ;;
+	h)
+		usage
+		exit 0
+		;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+done
+shift $((OPTIND - 1))
+if (($# > 0)); then
+	usage >&2
+	exit 2
+fi
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/jail-bench.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+if [[ -z "$outdir" ]]; then
+	outdir="$(mktemp -d "${TMPDIR:-/tmp}/jail-bench-out.XXXXXX")"
+fi
+mkdir -p "$outdir"
+
+if ! command -v go >/dev/null; then
+	echo "run.sh: go is not in PATH (sudo resets PATH; try: sudo env PATH=\"\$PATH\" bench/run.sh)" >&2
+	exit 1
+fi
+if ((EUID != 0)); then
+	echo "run.sh: not root: jail and the floor may fail or measure something else (run with sudo)" >&2
+fi
+
+(cd "$repo" && go build -o "$tmp/benchrun" ./bench/cmd/benchrun)
+if [[ -z "$jail_bin" && -x ./jail ]]; then
+	jail_bin=./jail
+fi
+if [[ -z "$jail_bin" ]]; then
+	# The release build: static, so no dynamic loader in the measurement.
+	echo "building jail into $tmp/jail" >&2
+	(cd "$repo" && CGO_ENABLED=1 go build -tags osusergo,netgo \
+		-ldflags '-linkmode external -extldflags -static' -o "$tmp/jail" ./cmd/jail)
+	jail_bin="$tmp/jail"
+fi
+# benchrun resolves commands in PATH; make a relative path explicit.
+[[ "$jail_bin" == */* ]] || jail_bin="./$jail_bin"
+
+contenders=(
+	-c "floor=unshare -Urpf --mount-proc -n -i -u /bin/true"
+	-c "jail=$jail_bin run --profile strict -- /bin/true"
+)
+if command -v bwrap >/dev/null; then
+	# Mirror the host's merged-/usr layout: a top-level directory that is a
+	# symlink (usr/bin) becomes the same symlink, a real one a read-only bind.
+	bwrap_cmd="bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --ro-bind /usr /usr"
+	for d in bin lib lib32 lib64 libx32 sbin; do
+		if [[ -L "/$d" ]]; then
+			bwrap_cmd+=" --symlink $(readlink "/$d") /$d"
+		elif [[ -d "/$d" ]]; then
+			bwrap_cmd+=" --ro-bind /$d /$d"
+		fi
+	done
+	bwrap_cmd+=" --tmpfs /tmp --proc /proc --dev /dev /bin/true"
+	contenders+=(-c "bwrap=$bwrap_cmd")
+else
+	echo "note: bwrap not installed; the bwrap contender is skipped" >&2
+fi
+
+echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "kernel:  $(uname -r)"
+echo "cpu:     $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1) x $(nproc)"
+echo "jail:    $jail_bin ($("$jail_bin" version 2>/dev/null || echo 'version unknown'))"
+if command -v bwrap >/dev/null; then
+	echo "bwrap:   $(bwrap --version)"
+fi
+echo "samples: $outdir/samples.csv"
+echo
+
+status=0
+"$tmp/benchrun" -n "$rounds" -w "$warmup" -base floor -csv "$outdir/samples.csv" "${contenders[@]}" || status=$?
+echo
+"$tmp/benchrun" -pss -runs 5 -- "$jail_bin" run --profile strict -- sleep 2 || status=$?
+exit "$status"
