@@ -215,8 +215,10 @@ static int parent_dir(const char *path, char *buf, size_t size, const char **nam
 	char *slash = strrchr(buf, '/');
 	*name = path + (slash - buf) + 1;
 	*slash = 0;
-	if (buf[0] && mkdir_p(buf, 0755) < 0) return -1;
-	return open_in_root(buf[0] ? buf : "/", O_PATH | O_DIRECTORY, 0);
+	int fd = open_in_root(buf[0] ? buf : "/", O_PATH | O_DIRECTORY, 0);
+	if (fd >= 0 || errno != ENOENT) return fd; /* the usual case: one openat2 */
+	if (mkdir_p(buf, 0755) < 0) return -1;
+	return open_in_root(buf, O_PATH | O_DIRECTORY, 0);
 }
 
 /* open_target opens a mount point, creating it (a directory, or an empty file
