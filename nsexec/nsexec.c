@@ -144,7 +144,8 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 			m.fstype = get_str(&b, NULL, 0);
 			m.data = get_str(&b, &m.data_len, 1);
 			m.src_fd = -1;
-			if (m.kind < OP_BIND || m.kind > OP_SETATTR || (m.target && m.target[0] != '/')) b.bad = 1;
+			if (m.kind < OP_BIND || m.kind > OP_SETATTR || (m.flags & ~OPF_ALL) || (m.target && m.target[0] != '/'))
+				b.bad = 1;
 			if (tag == TAG_ROOT) { if (!b.bad) p->root = m; break; }
 			if (p->mounts) p->mounts[nm] = m;
 			nm++;
