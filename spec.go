@@ -318,26 +318,21 @@ func (s *Spec) disabled(ns string) bool {
 	return false
 }
 
-func (s *Spec) ids() (uid, gid uint32) {
-	uid, gid = DefaultUID, DefaultUID
-	if s.UID != nil {
-		uid = *s.UID
+func orDefault(id *uint32, def uint32) uint32 {
+	if id != nil {
+		return *id
 	}
-	if s.GID != nil {
-		gid = *s.GID
-	}
-	return uid, gid
+	return def
 }
 
+// ids are the workload's ids inside the jail.
+func (s *Spec) ids() (uid, gid uint32) {
+	return orDefault(s.UID, DefaultUID), orDefault(s.GID, DefaultUID)
+}
+
+// hostIDs are the host ids a root caller's jail ids map to.
 func (s *Spec) hostIDs() (uid, gid uint32) {
-	uid, gid = DefaultHostUID, DefaultHostUID
-	if s.HostUID != nil {
-		uid = *s.HostUID
-	}
-	if s.HostGID != nil {
-		gid = *s.HostGID
-	}
-	return uid, gid
+	return orDefault(s.HostUID, DefaultHostUID), orDefault(s.HostGID, DefaultHostUID)
 }
 
 func (s *Spec) outputLimit() int64 {
