@@ -171,10 +171,7 @@ func (c *Cmd) Start() (retErr error) {
 	if c.ctx == nil {
 		c.ctx = context.Background()
 	}
-	if err := c.Spec.Validate(); err != nil {
-		return c.fail("spec", err)
-	}
-	l, err := newLaunch(&c.Spec, c.Args, currentHost())
+	l, err := newLaunch(&c.Spec, c.Args, currentHost()) // validates the Spec
 	if err != nil {
 		step := "spec"
 		if errors.Is(err, ErrNotSupported) {

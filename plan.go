@@ -47,11 +47,16 @@ type launch struct {
 	opNames []string
 }
 
-// newLaunch turns a validated Spec and the command into a launch. It fails
+// newLaunch validates a Spec and turns it and the command into a launch. It fails
 // closed: a namespace this kernel lacks refuses the run (a *FeatureError)
 // unless the Spec allows unenforced settings. The time namespace is taken
 // where the kernel has it and reported as not in force where it does not.
+// Host paths are resolved once, by validation, and planned as resolved.
 func newLaunch(s *Spec, argv []string, h hostFacts) (*launch, error) {
+	cs, err := s.validate()
+	if err != nil {
+		return nil, err
+	}
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, &SpecError{Field: "command", Value: "", Err: fmt.Errorf("is empty")}
 	}
@@ -151,20 +156,11 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (*launch, error) {
 	if s.Root != "" {
 		iso.Root, iso.RootPath = "directory", s.Root
 	}
-	cfg := rootfs.Config{UID: uid, GID: gid, Hostname: p.Hostname, TmpSizeBytes: s.TmpSizeBytes}
-	if s.Root != "" {
-		m, err := mounts.Check(mounts.Mount{Type: mounts.ROBind, Source: s.Root, Target: "/"}, s.AllowSensitiveSources)
-		if err != nil {
-			return nil, &SpecError{Field: "root", Value: s.Root, Err: err}
+	cfg := rootfs.Config{Dir: cs.root, UID: uid, GID: gid, Hostname: p.Hostname, TmpSizeBytes: s.TmpSizeBytes, Mounts: cs.mounts}
+	for _, m := range cs.mounts {
+		if m.Type != mounts.Tmpfs {
+			h.fs.Add(m.Source) // a file source needs a file as mount point
 		}
-		cfg.Dir = m.Source
-	}
-	for i, m := range s.Mounts {
-		checked, err := mounts.Check(m, s.AllowSensitiveSources)
-		if err != nil {
-			return nil, &SpecError{Field: fmt.Sprintf("mounts[%d]", i), Value: m.Target, Err: err}
-		}
-		cfg.Mounts = append(cfg.Mounts, checked)
 	}
 	rp, err := rootfs.Build(cfg, h.fs)
 	if err != nil {

@@ -216,79 +216,96 @@ func validHostname(h string) bool {
 // *[SpecError] (which matches [ErrInvalidSpec]). It looks at the host: bind
 // sources and Root must exist, and sensitive sources are refused.
 func (s *Spec) Validate() error {
+	_, err := s.validate()
+	return err
+}
+
+// checkedSpec holds what validation resolved on the host, so that the
+// planner does not resolve it a second time.
+type checkedSpec struct {
+	root   string         // Root, absolute and without symlinks
+	mounts []mounts.Mount // Mounts with sources resolved
+}
+
+func (s *Spec) validate() (*checkedSpec, error) {
 	bad := func(field, value, format string, args ...any) error {
 		return &SpecError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
 	}
+	cs := &checkedSpec{}
 	if s.Root != "" {
 		if err := mounts.CheckTarget(s.Root); err != nil {
-			return bad("root", s.Root, "%v", err)
+			return nil, bad("root", s.Root, "%v", err)
 		}
-		if _, err := mounts.Check(mounts.Mount{Type: mounts.ROBind, Source: s.Root, Target: "/"}, s.AllowSensitiveSources); err != nil {
+		m, err := mounts.Check(mounts.Mount{Type: mounts.ROBind, Source: s.Root, Target: "/"}, s.AllowSensitiveSources)
+		if err != nil {
 			var me *mounts.Error
 			if errors.As(err, &me) {
 				err = me.Err
 			}
-			return bad("root", s.Root, "%v", err)
+			return nil, bad("root", s.Root, "%v", err)
 		}
+		cs.root = m.Source
 	}
 	for i, m := range s.Mounts {
-		if _, err := mounts.Check(m, s.AllowSensitiveSources); err != nil {
+		checked, err := mounts.Check(m, s.AllowSensitiveSources)
+		if err != nil {
 			var me *mounts.Error
 			if errors.As(err, &me) {
-				return bad(fmt.Sprintf("mounts[%d].%s", i, me.Field), me.Value, "%v", me.Err)
+				return nil, bad(fmt.Sprintf("mounts[%d].%s", i, me.Field), me.Value, "%v", me.Err)
 			}
-			return bad(fmt.Sprintf("mounts[%d]", i), m.Target, "%v", err)
+			return nil, bad(fmt.Sprintf("mounts[%d]", i), m.Target, "%v", err)
 		}
 		if m.Target == "/" {
-			return bad(fmt.Sprintf("mounts[%d].target", i), m.Target, "cannot mount over the root; use root")
+			return nil, bad(fmt.Sprintf("mounts[%d].target", i), m.Target, "cannot mount over the root; use root")
 		}
+		cs.mounts = append(cs.mounts, checked)
 	}
 	if s.TmpSizeBytes < 0 || s.TmpSizeBytes > mounts.MaxTmpfsBytes {
-		return bad("tmp_size_bytes", strconv.FormatInt(s.TmpSizeBytes, 10), "must be between 0 and 1 TiB")
+		return nil, bad("tmp_size_bytes", strconv.FormatInt(s.TmpSizeBytes, 10), "must be between 0 and 1 TiB")
 	}
 	if s.Hostname != "" && !validHostname(s.Hostname) {
-		return bad("hostname", s.Hostname, "must be 1-64 letters, digits, '.' or '-'")
+		return nil, bad("hostname", s.Hostname, "must be 1-64 letters, digits, '.' or '-'")
 	}
 	for _, id := range []struct {
 		name string
 		v    *uint32
 	}{{"uid", s.UID}, {"gid", s.GID}, {"host_uid", s.HostUID}, {"host_gid", s.HostGID}} {
 		if id.v != nil && *id.v == math.MaxUint32 {
-			return bad(id.name, strconv.FormatUint(uint64(*id.v), 10), "4294967295 is not a valid id")
+			return nil, bad(id.name, strconv.FormatUint(uint64(*id.v), 10), "4294967295 is not a valid id")
 		}
 	}
 	for i, e := range s.Env {
 		k, _, ok := strings.Cut(e, "=")
 		if !ok || k == "" || strings.ContainsRune(e, 0) {
-			return bad(fmt.Sprintf("env[%d]", i), e, "must be KEY=VALUE without NUL bytes")
+			return nil, bad(fmt.Sprintf("env[%d]", i), e, "must be KEY=VALUE without NUL bytes")
 		}
 	}
 	if s.Cwd != "" {
 		if err := mounts.CheckTarget(s.Cwd); err != nil {
-			return bad("cwd", s.Cwd, "%v", err)
+			return nil, bad("cwd", s.Cwd, "%v", err)
 		}
 	}
 	if s.Timeout < 0 || time.Duration(s.Timeout) > maxTimeout {
-		return bad("timeout", time.Duration(s.Timeout).String(), "must be between 0 (none) and 168h")
+		return nil, bad("timeout", time.Duration(s.Timeout).String(), "must be between 0 (none) and 168h")
 	}
 	if s.KillGrace < 0 || time.Duration(s.KillGrace) > maxTimeout {
-		return bad("kill_grace", time.Duration(s.KillGrace).String(), "must be between 0 and 168h")
+		return nil, bad("kill_grace", time.Duration(s.KillGrace).String(), "must be between 0 and 168h")
 	}
 	if s.OutputLimitBytes < 0 || s.OutputLimitBytes > MaxOutputLimitBytes {
-		return bad("output_limit_bytes", strconv.FormatInt(s.OutputLimitBytes, 10), "must be between 0 (default) and 1 GiB")
+		return nil, bad("output_limit_bytes", strconv.FormatInt(s.OutputLimitBytes, 10), "must be between 0 (default) and 1 GiB")
 	}
 	seen := map[string]bool{}
 	for i, r := range s.Rlimits {
 		field := fmt.Sprintf("rlimits[%d]", i)
 		if _, ok := rlimitResources[r.Name]; !ok {
-			return bad(field+".name", r.Name, "unknown resource")
+			return nil, bad(field+".name", r.Name, "unknown resource")
 		}
 		if seen[r.Name] {
-			return bad(field+".name", r.Name, "given twice")
+			return nil, bad(field+".name", r.Name, "given twice")
 		}
 		seen[r.Name] = true
 		if r.Soft > r.Hard {
-			return bad(field+".soft", strconv.FormatUint(r.Soft, 10), "is above the hard limit %d", r.Hard)
+			return nil, bad(field+".soft", strconv.FormatUint(r.Soft, 10), "is above the hard limit %d", r.Hard)
 		}
 	}
 	disabled := map[string]bool{}
@@ -298,14 +315,14 @@ func (s *Spec) Validate() error {
 			known = known || n == k
 		}
 		if !known {
-			return bad(fmt.Sprintf("disable_namespaces[%d]", i), n, "unknown namespace (want one of %s)", strings.Join(Namespaces, ", "))
+			return nil, bad(fmt.Sprintf("disable_namespaces[%d]", i), n, "unknown namespace (want one of %s)", strings.Join(Namespaces, ", "))
 		}
 		disabled[n] = true
 	}
 	if disabled["mount"] && (s.Root != "" || len(s.Mounts) > 0) {
-		return bad("disable_namespaces", "mount", "root and mounts need a mount namespace")
+		return nil, bad("disable_namespaces", "mount", "root and mounts need a mount namespace")
 	}
-	return nil
+	return cs, nil
 }
 
 // disabled reports whether namespace ns is switched off.

@@ -284,6 +284,22 @@ func TestUserMounts(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }
 
+func TestFileBinds(t *testing.T) {
+	dir := hostDir(t)
+	in, out := filepath.Join(dir, "in.txt"), filepath.Join(dir, "out.txt")
+	require.NoError(t, os.WriteFile(in, []byte("from host\n"), 0o644))
+	require.NoError(t, os.WriteFile(out, nil, 0o666))
+	// World-writable, so that only the read-only mount can refuse the write.
+	require.NoError(t, os.Chmod(in, 0o666))
+	require.NoError(t, os.Chmod(out, 0o666))
+	got := strict(t, "cat /in.txt; test -f /in.txt && echo file; { echo x >> /in.txt; } 2>&1 | grep -o 'Read-only'; echo written > /work/out.txt",
+		"--ro-bind", in+":/in.txt", "--bind", out+":/work/out.txt")
+	assert.Equal(t, "from host\nfile\nRead-only\n", got)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "written\n", string(b))
+}
+
 func TestRootfsDir(t *testing.T) {
 	root := hostDir(t)
 	for _, d := range []string{"proc", "dev", "tmp", "bin", "root"} {

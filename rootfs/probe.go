@@ -19,7 +19,10 @@ func Probe(extra ...string) Host {
 }
 
 // Add records paths in h.
-func (h Host) Add(paths ...string) {
+func (h *Host) Add(paths ...string) {
+	if h.Links == nil {
+		h.Links, h.Exists, h.Files = map[string]string{}, map[string]bool{}, map[string]bool{}
+	}
 	for _, p := range paths {
 		fi, err := os.Lstat(p)
 		switch {
