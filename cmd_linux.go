@@ -78,6 +78,7 @@ type Cmd struct {
 	exited     *nsexec.Msg // MsgExited
 	execErr    *nsexec.Msg // MsgExecError
 	killReason Status      // timed_out or canceled, once the jail is being killed
+	group      int         // the workload's process group, when the jail shares our PID namespace
 	killSent   bool        // the caller sent SIGKILL with Signal
 	timers     []*time.Timer
 	done       chan struct{}
@@ -369,6 +370,10 @@ func (c *Cmd) watch() {
 			c.exited, c.end = &m, time.Now()
 		case nsexec.MsgExecError:
 			c.execErr, c.end = &m, time.Now()
+		case nsexec.MsgStarted:
+			if c.l.cloneflags&cloneNewPID == 0 {
+				c.group = int(m.Status)
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -417,7 +422,17 @@ func (c *Cmd) terminate(reason Status) {
 	c.kill(syscall.SIGKILL)
 }
 
+// kill signals the jail's PID 1, whose death ends a PID namespace. Without
+// one, the workload's process group is signaled first: PID 1's death alone
+// would leave it running (processes that left the group with setsid are
+// out of reach until cgroups, issue #3).
 func (c *Cmd) kill(sig syscall.Signal) {
+	c.mu.Lock()
+	group := c.group
+	c.mu.Unlock()
+	if group > 0 {
+		_ = unix.Kill(-group, sig)
+	}
 	if c.ec != nil && c.ec.Process != nil {
 		_ = c.ec.Process.Signal(sig) // pidfd-backed: never a recycled pid
 	}

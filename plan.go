@@ -156,7 +156,8 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (*launch, error) {
 	if s.Root != "" {
 		iso.Root, iso.RootPath = "directory", s.Root
 	}
-	cfg := rootfs.Config{Dir: cs.root, UID: uid, GID: gid, Hostname: p.Hostname, TmpSizeBytes: s.TmpSizeBytes, Mounts: cs.mounts}
+	cfg := rootfs.Config{Dir: cs.root, UID: uid, GID: gid, Hostname: p.Hostname, TmpSizeBytes: s.TmpSizeBytes, Mounts: cs.mounts,
+		HostProc: l.cloneflags&cloneNewPID == 0}
 	for _, m := range cs.mounts {
 		if m.Type != mounts.Tmpfs {
 			h.fs.Add(m.Source) // a file source needs a file as mount point

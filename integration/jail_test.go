@@ -481,3 +481,18 @@ func TestReportFile(t *testing.T) {
 	assert.Contains(t, string(b), `"exit_code": 3`)
 	assert.Contains(t, string(b), `"output": "streamed"`)
 }
+
+// TestNoPIDNamespace: --no-pidns is for trusted code, but it must still run,
+// and its timeout must still end the workload and its process group.
+func TestNoPIDNamespace(t *testing.T) {
+	res, _ := runJSON(t, "--no-pidns", "--", "sh", "-c", "echo $$")
+	require.Equal(t, jail.StatusExited, res.Status, "%+v", res.Error)
+	pid, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	require.NoError(t, err)
+	assert.Greater(t, pid, 1, "the workload has a host pid")
+	assert.NotContains(t, res.Isolation.Namespaces, "pid")
+
+	r := runJail(t, "run", "--no-pidns", "--timeout", "500ms", "--", "sh", "-c", "sleep 97543 & exec sleep 97544")
+	assert.Equal(t, jail.ExitTimedOut, r.code, r.stderr)
+	requireGone(t, "sleep 9754")
+}

@@ -497,6 +497,9 @@ static void run_workload(struct plan *p, int errfd)
 	step = "credentials";
 	if ((p->flags & PLAN_SETGROUPS) && setgroups(0, NULL) < 0) goto fail;
 	if (setresgid(p->gid, p->gid, p->gid) < 0 || setresuid(p->uid, p->uid, p->uid) < 0) goto fail;
+	/* Without a PID namespace nothing kills us when PID 1 dies: ask the
+	 * kernel to (after setresuid, which clears the parent-death signal). */
+	if (!(p->flags & PLAN_PIDNS) && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) goto fail;
 	step = "drop capabilities";
 	if (drop_capabilities() < 0) goto fail;
 	step = "no_new_privs";
@@ -554,7 +557,7 @@ static int reap_workload(struct plan *p)
 		send_msg(MSG_EXEC_ERROR, f.err, 0, -1, f.step);
 		_exit(0);
 	}
-	send_msg(MSG_STARTED, 0, 0, -1, NULL);
+	send_msg(MSG_STARTED, 0, pid, -1, NULL); /* the pid, for a parent that shares our PID namespace */
 
 	struct pollfd fds[2] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}};
 	for (;;) {

@@ -67,7 +67,7 @@ enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_
 struct sync_msg {
 	uint32_t type;
 	int32_t err;    /* errno, for the error messages */
-	int32_t status; /* wait status, for MSG_EXITED */
+	int32_t status; /* wait status for MSG_EXITED; the workload's pid for MSG_STARTED */
 	int32_t index;  /* mount op index for a failed "mount plan" step, else -1 */
 	char step[48];
 };

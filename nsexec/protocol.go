@@ -42,7 +42,8 @@ type Msg struct {
 	Type MsgType
 	// Errno is the error number, for MsgSetupError and MsgExecError.
 	Errno int32
-	// Status is the workload's wait status, for MsgExited.
+	// Status is the workload's wait status for MsgExited, and its pid in
+	// the child's PID namespace for MsgStarted.
 	Status int32
 	// Index is the failed mount op's index for the "mount plan" and
 	// "open mount sources" steps, else -1.

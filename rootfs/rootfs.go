@@ -25,6 +25,10 @@ type Config struct {
 	// Mounts are the caller's mounts, already checked with [mounts.Check],
 	// applied after the system mounts in order.
 	Mounts []mounts.Mount
+	// HostProc binds the host's /proc instead of mounting a new one: a
+	// jail without a PID namespace of its own cannot mount proc, and sees
+	// the host's processes anyway.
+	HostProc bool
 }
 
 // Host is what the plan needs to know about the host, gathered by [Probe].
@@ -111,7 +115,7 @@ func Build(c Config, h Host) (Plan, error) {
 	} else {
 		p.Root = nsexec.Mount{Kind: nsexec.OpBind, Source: c.Dir, Target: "/", Attr: ro}
 	}
-	addProc(add)
+	addProc(add, c.HostProc)
 	addDev(add, h)
 	add(tmpfsOp("/tmp", c.TmpSizeBytes, "1777", safe))
 	for _, m := range c.Mounts {
@@ -149,8 +153,12 @@ func tmpfsOp(target string, size int64, mode string, attr uint64) nsexec.Mount {
 // addProc mounts a proc for the jail's PID namespace and hides or freezes
 // the host-wide files in it. Masks are optional: kernels differ in which of
 // these files exist.
-func addProc(add func(nsexec.Mount)) {
-	add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate, FSType: "proc", Target: "/proc", Attr: procAttr})
+func addProc(add func(nsexec.Mount), hostProc bool) {
+	if hostProc {
+		add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate, Source: "/proc", Target: "/proc", Attr: procAttr})
+	} else {
+		add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate, FSType: "proc", Target: "/proc", Attr: procAttr})
+	}
 	for _, f := range maskedFiles {
 		add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpOptional, Source: "/dev/null", Target: f, Attr: ro | nsexec.AttrNoexec})
 	}

@@ -90,6 +90,7 @@ func TestBuildGolden(t *testing.T) {
 			{Type: mounts.Tmpfs, Target: "/scratch", SizeBytes: 8 << 20},
 		}}},
 		{"rootfs-dir", Config{Dir: "/srv/rootfs", UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20}},
+		{"host-proc", Config{UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20, HostProc: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := Build(tc.c, debianHost())
