@@ -496,3 +496,52 @@ func TestNoPIDNamespace(t *testing.T) {
 	assert.Equal(t, jail.ExitTimedOut, r.code, r.stderr)
 	requireGone(t, "sleep 9754")
 }
+
+// TestNamespacesInForce compares the jail's namespace inodes with the
+// host's: every namespace the report names is a new one, and each --no-*ns
+// flag shares exactly that one with the host.
+func TestNamespacesInForce(t *testing.T) {
+	kinds := map[string]string{"user": "user", "pid": "pid", "mount": "mnt", "net": "net", "uts": "uts", "ipc": "ipc", "cgroup": "cgroup", "time": "time"}
+	script := ""
+	for _, ns := range jail.Namespaces {
+		script += "echo " + ns + "=$(readlink /proc/self/ns/" + kinds[ns] + "); "
+	}
+	host := map[string]string{}
+	for ns, file := range kinds {
+		l, err := os.Readlink("/proc/self/ns/" + file)
+		require.NoError(t, err)
+		host[ns] = l
+	}
+	check := func(t *testing.T, shared string, flags ...string) {
+		res, _ := runJSON(t, append(append([]string{"--profile", "strict"}, flags...), "--", "sh", "-c", script)...)
+		require.Equal(t, jail.StatusExited, res.Status, "%+v", res.Error)
+		for _, line := range strings.Fields(res.Stdout) {
+			ns, link, _ := strings.Cut(line, "=")
+			if ns == shared {
+				assert.Equal(t, host[ns], link, "%s namespace: got a new one, want the host's", ns)
+				assert.NotContains(t, res.Isolation.Namespaces, ns)
+			} else {
+				assert.NotEqual(t, host[ns], link, "%s namespace: got the host's, want a new one", ns)
+				assert.Contains(t, res.Isolation.Namespaces, ns)
+			}
+		}
+		assert.Len(t, strings.Fields(res.Stdout), len(jail.Namespaces))
+	}
+	t.Run("all", func(t *testing.T) { check(t, "") })
+	for _, ns := range jail.Namespaces {
+		t.Run("no "+ns, func(t *testing.T) {
+			if ns == "user" && unprivileged {
+				r := runJail(t, "run", "--no-userns", "--", "true")
+				assert.Equal(t, jail.ExitSetupError, r.code, "only root may run without a user namespace")
+				assert.Contains(t, r.stderr, "user namespace")
+				return
+			}
+			check(t, ns, "--no-"+ns+"ns")
+		})
+	}
+	t.Run("no user namespace: host nobody without capabilities", func(t *testing.T) {
+		requireRoot(t)
+		out := strict(t, "id -u; grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status", "--no-userns")
+		assert.Equal(t, "65534\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n", out)
+	})
+}

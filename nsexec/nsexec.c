@@ -446,11 +446,19 @@ static int wait_for_go(struct plan *p)
 
 /* ---- the workload: drop everything, then exec ---- */
 
-static int drop_capabilities(void)
+/* drop_bounding_set empties the bounding and ambient sets. It needs
+ * CAP_SETPCAP, so it runs before the ids change: setresuid from a real root
+ * (no user namespace) to another id clears the permitted set. */
+static int drop_bounding_set(void)
 {
 	for (int c = 0; c < 64; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL) return -1;
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0) return -1;
+	return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+}
+
+/* clear_capabilities empties the effective, permitted and inheritable sets. */
+static int clear_capabilities(void)
+{
 	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct d[2] = {{0}};
 	return (int)syscall(SYS_capset, &h, d);
@@ -477,8 +485,9 @@ static int exec_workload(struct plan *p)
 	return err;
 }
 
-/* run_workload is the forked child: it never returns. Order matters: ids
- * before capabilities (setresuid needs CAP_SETUID), capabilities before
+/* run_workload is the forked child: it never returns. Order matters: the
+ * bounding set before the ids (it needs CAP_SETPCAP), ids before the other
+ * capability sets (setresuid needs CAP_SETUID), capabilities before
  * no_new_privs, fds closed last so errors can still be reported, and the
  * seccomp filter (issue #4) belongs right before execve. */
 static void run_workload(struct plan *p, int errfd)
@@ -494,6 +503,8 @@ static void run_workload(struct plan *p, int errfd)
 	step = "rlimits";
 	for (size_t i = 0; i < p->nrlimits; i++)
 		if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim) < 0) goto fail;
+	step = "drop bounding set";
+	if (drop_bounding_set() < 0) goto fail;
 	step = "credentials";
 	if ((p->flags & PLAN_SETGROUPS) && setgroups(0, NULL) < 0) goto fail;
 	if (setresgid(p->gid, p->gid, p->gid) < 0 || setresuid(p->uid, p->uid, p->uid) < 0) goto fail;
@@ -501,7 +512,7 @@ static void run_workload(struct plan *p, int errfd)
 	 * kernel to (after setresuid, which clears the parent-death signal). */
 	if (!(p->flags & PLAN_PIDNS) && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) goto fail;
 	step = "drop capabilities";
-	if (drop_capabilities() < 0) goto fail;
+	if (clear_capabilities() < 0) goto fail;
 	step = "no_new_privs";
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) goto fail;
 	step = "close fds";
