@@ -2,32 +2,13 @@
 
 package jail
 
-import (
-	"context"
-	"io"
-	"log/slog"
-	"os"
-)
+import "os"
 
-// Cmd runs one command in a jail; on this operating system it only
-// reports ErrNotSupported.
-type Cmd struct {
-	Spec           Spec
-	Args           []string
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
-	Capture        bool
-	Logger         *slog.Logger
-	HelperPath     string
-	Result         *Result
-}
+// Start reports ErrNotSupported: jails need Linux.
+func (c *Cmd) Start() error { return &FeatureError{Feature: "jail", Reason: "requires Linux"} }
 
-// Command returns a Cmd; see the Linux documentation.
-func Command(ctx context.Context, spec Spec, name string, args ...string) *Cmd {
-	return &Cmd{Spec: spec, Args: append([]string{name}, args...)}
-}
+// Wait reports ErrNotSupported.
+func (c *Cmd) Wait() error { return c.Start() }
 
-func (c *Cmd) Run() error             { return c.Start() }
-func (c *Cmd) Start() error           { return &FeatureError{Feature: "jail", Reason: "requires Linux"} }
-func (c *Cmd) Wait() error            { return c.Start() }
+// Signal reports ErrNotSupported.
 func (c *Cmd) Signal(os.Signal) error { return c.Start() }

@@ -1,0 +1,96 @@
+package jail
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/jailrt/jail/internal/capture"
+	"github.com/jailrt/jail/nsexec"
+)
+
+// Cmd runs one command in a jail. It is shaped like os/exec.Cmd:
+//
+//	c := jail.Command(ctx, spec, "/bin/sh", "-c", "id")
+//	c.Stdout = os.Stdout
+//	err := c.Run()
+//
+// Wait returns nil when the workload ran, whatever its exit status; the
+// outcome is in c.Result.
+type Cmd struct {
+	// Spec is what to isolate.
+	Spec Spec
+	// Args is the command and its arguments; Args[0] without a slash is
+	// searched in the jail's PATH.
+	Args []string
+	// Stdin, Stdout and Stderr are the workload's standard streams. An
+	// *os.File is passed to the workload as it is; other readers and
+	// writers are copied through pipes; nil means /dev/null.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Capture collects stdout and stderr into the Result (head and tail up
+	// to Spec.OutputLimitBytes each) besides writing them to Stdout and
+	// Stderr when those are set.
+	Capture bool
+	// Logger receives debug and lifecycle records; nil discards them.
+	Logger *slog.Logger
+	// HelperPath is the executable re-executed as the jail's child stage; it
+	// must link package jail (or nsexec). Empty means /proc/self/exe.
+	HelperPath string
+	// Result is the report of the run, set by Wait (and by Start when it
+	// fails).
+	Result *Result
+
+	ctx     context.Context
+	started bool
+	l       *launch
+	ec      *exec.Cmd
+	sync    *os.File
+	stdout  *capture.Buffer
+	stderr  *capture.Buffer
+	waitc   chan error
+	monitor chan struct{}
+	begin   time.Time
+
+	mu         sync.Mutex
+	end        time.Time
+	exited     *nsexec.Msg // MsgExited
+	execErr    *nsexec.Msg // MsgExecError
+	killReason Status      // timed_out or canceled, once the jail is being killed
+	group      int         // the workload's process group, when the jail shares our PID namespace
+	killSent   bool        // the caller sent SIGKILL with Signal
+	timers     []*time.Timer
+	done       chan struct{}
+}
+
+// Command returns a Cmd that runs name with args in a jail described by
+// spec. Cancelling ctx kills the whole jail.
+func Command(ctx context.Context, spec Spec, name string, args ...string) *Cmd {
+	return &Cmd{ctx: ctx, Spec: spec, Args: append([]string{name}, args...)}
+}
+
+// Run starts the jail and waits for it.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+// newResult starts the Result of this run.
+func (c *Cmd) newResult() *Result {
+	r := &Result{Schema: Schema, Output: "streamed"}
+	if c.l != nil {
+		r.Isolation = c.l.iso
+	} else {
+		r.Isolation = Isolation{Namespaces: []string{}, UIDMap: []IDMap{}, GIDMap: []IDMap{}, NotEnforced: []string{}}
+	}
+	if c.Capture {
+		r.Output = "captured"
+	}
+	return r
+}
