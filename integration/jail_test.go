@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -544,4 +545,24 @@ func TestNamespacesInForce(t *testing.T) {
 		out := strict(t, "id -u; grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status", "--no-userns")
 		assert.Equal(t, "65534\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n", out)
 	})
+}
+
+// TestSignalsReachTheJail: a signal to jail is passed to the processes in
+// the jail (README: INT, TERM, HUP, QUIT), which may handle it.
+func TestSignalsReachTheJail(t *testing.T) {
+	c := jailCmd(t.Context(), "run", "--profile", "strict", "--", "sh", "-c",
+		`trap 'echo got TERM; exit 3' TERM; echo ready; sleep 30 & wait`)
+	stdout, err := c.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	buf := make([]byte, 6)
+	_, err = io.ReadFull(stdout, buf)
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", string(buf))
+	require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+	rest, err := io.ReadAll(stdout)
+	require.NoError(t, err)
+	_ = c.Wait()
+	assert.Equal(t, "got TERM\n", string(rest))
+	assert.Equal(t, 3, c.ProcessState.ExitCode(), "the workload's own exit code after handling the signal")
 }
