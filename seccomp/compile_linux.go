@@ -1,0 +1,386 @@
+package seccomp
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+
+	libseccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/sys/unix"
+)
+
+// cache holds compiled programs by policy and options: the hot path of a
+// process that starts many jails compiles each policy once.
+var cache = struct {
+	sync.Mutex
+	m map[string]*Program
+}{m: map[string]*Program{}}
+
+// Compile checks p against libseccomp's syscall and architecture tables and
+// returns its BPF program, compiled once per process for each policy and
+// options. Returns an error naming the rule for an unknown syscall or
+// architecture.
+func Compile(p *Policy, o Options) (*Program, error) {
+	key, err := json.Marshal(struct {
+		P *Policy
+		O Options
+	}{p, o})
+	if err != nil {
+		return nil, err
+	}
+	cache.Lock()
+	defer cache.Unlock()
+	if prog, ok := cache.m[string(key)]; ok {
+		return prog, nil
+	}
+	prog, err := compile(p, o)
+	if err != nil {
+		return nil, err
+	}
+	cache.m[string(key)] = prog
+	return prog, nil
+}
+
+func compile(p *Policy, o Options) (*Program, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	def, err := scmpAction(p.DefaultAction, p.DefaultErrno)
+	if err != nil {
+		return nil, err
+	}
+	f, err := libseccomp.NewFilter(def)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp_init: %w", err)
+	}
+	defer f.Release()
+	// The program is loaded by the child stage, which sets no_new_privs
+	// itself; and nothing here may touch the calling process.
+	if err := f.SetNoNewPrivsBit(false); err != nil {
+		return nil, err
+	}
+	// Any other ABI (ia32 via int 0x80, x32) would reach the kernel with
+	// different syscall numbers that this filter never mentions.
+	if err := f.SetBadArchAction(libseccomp.ActKillProcess); err != nil {
+		return nil, err
+	}
+	native, err := libseccomp.GetNativeArch()
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Architectures) > 0 {
+		hasNative := false
+		for _, name := range p.Architectures {
+			arch, err := libseccomp.GetArchFromString(name)
+			if err != nil || arch == libseccomp.ArchNative || arch == libseccomp.ArchInvalid {
+				return nil, fmt.Errorf("seccomp policy: architectures: unknown architecture %q", name)
+			}
+			if arch == native {
+				hasNative = true
+				continue
+			}
+			if err := f.AddArch(arch); err != nil {
+				return nil, fmt.Errorf("seccomp policy: architectures: %s: %w", name, err)
+			}
+		}
+		if !hasNative {
+			return nil, fmt.Errorf("seccomp policy: architectures: must include the native %s", native)
+		}
+	}
+	overrides := overridingRules(p)
+	if len(overrides) > 0 && len(p.Architectures) > 1 {
+		return nil, fmt.Errorf("seccomp policy: rules[%d] overrides another rule for %s, which needs a policy for the native architecture only", overrides[0], p.Rules[overrides[0]].Names[0])
+	}
+	for i, r := range p.Rules {
+		act, err := scmpAction(r.Action, r.Errno)
+		if err != nil {
+			return nil, err
+		}
+		if (act == def && len(r.Args) == 0) || slices.Contains(overrides, i) {
+			// libseccomp refuses a rule that repeats the default action;
+			// overriding rules go into the prefix.
+			continue
+		}
+		conds := make([]libseccomp.ScmpCondition, 0, len(r.Args))
+		for _, a := range r.Args {
+			var c libseccomp.ScmpCondition
+			if a.Op == OpMaskedEq {
+				c, err = libseccomp.MakeCondition(a.Index, libseccomp.CompareMaskedEqual, uint64(a.Mask), uint64(a.Value))
+			} else {
+				c, err = libseccomp.MakeCondition(a.Index, scmpOps[a.Op], uint64(a.Value))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("seccomp policy: rules[%d]: %w", i, err)
+			}
+			conds = append(conds, c)
+		}
+		for _, name := range r.Names {
+			call, err := libseccomp.GetSyscallFromName(name)
+			if err != nil {
+				return nil, fmt.Errorf("seccomp policy: rules[%d]: unknown syscall %q", i, name)
+			}
+			if err := f.AddRuleConditional(call, act, conds); err != nil {
+				return nil, fmt.Errorf("seccomp policy: rules[%d]: %s: %w", i, name, err)
+			}
+		}
+	}
+	rules, err := exportBPF(f)
+	if err != nil {
+		return nil, err
+	}
+	prefix, err := overridePrefix(p, overrides)
+	if err != nil {
+		return nil, err
+	}
+	return newProgram(p.Name, append(prefix, rules...), o)
+}
+
+// overridingRules returns the indexes of conditional rules that libseccomp
+// cannot express: those whose syscall also has an unconditional rule with
+// another action (libseccomp lets the unconditional rule win, so "allow
+// ioctl, but not TIOCSTI" would allow TIOCSTI), and those whose action is
+// the default action (libseccomp refuses them).
+func overridingRules(p *Policy) []int {
+	unconditional := map[string]Action{}
+	for _, r := range p.Rules {
+		if len(r.Args) == 0 {
+			for _, n := range r.Names {
+				unconditional[n] = r.Action
+			}
+		}
+	}
+	var idx []int
+	for i, r := range p.Rules {
+		if len(r.Args) == 0 {
+			continue
+		}
+		if r.Action == p.DefaultAction && r.Errno == p.DefaultErrno {
+			idx = append(idx, i)
+			continue
+		}
+		for _, n := range r.Names {
+			if a, ok := unconditional[n]; ok && a != r.Action {
+				idx = append(idx, i)
+				break
+			}
+		}
+	}
+	return idx
+}
+
+// overridePrefix is a hand-built program, checked before libseccomp's, for
+// the overriding rules: for a native syscall whose arguments match, it
+// returns the rule's action; otherwise it falls through to libseccomp's
+// program (which starts with its own architecture check). Arguments are
+// compared as two 32-bit words, as the kernel's seccomp_data holds them.
+func overridePrefix(p *Policy, idx []int) ([]byte, error) {
+	if len(idx) == 0 {
+		return nil, nil
+	}
+	arch, ok := nativeAuditArch[runtime.GOARCH]
+	if !ok {
+		return nil, fmt.Errorf("seccomp policy: overriding rules are not supported on %s", runtime.GOARCH)
+	}
+	type insn struct {
+		code   uint16
+		jt, jf uint8
+		k      uint32
+		toMain bool // jf (or jt for jge) jumps to the main program; fixed up below
+		toNext bool // jf jumps to the next rule
+	}
+	const (
+		ldAbs = 0x20 // BPF_LD|BPF_W|BPF_ABS
+		jeqK  = 0x15 // BPF_JMP|BPF_JEQ|BPF_K
+		jgeK  = 0x35 // BPF_JMP|BPF_JGE|BPF_K
+		andK  = 0x54 // BPF_ALU|BPF_AND|BPF_K
+		retK  = 0x06
+	)
+	prog := []insn{
+		{code: ldAbs, k: 4},                          // A = seccomp_data.arch
+		{code: jeqK, k: arch, toMain: true},          // another ABI: libseccomp's checks
+		{code: ldAbs, k: 0},                          // A = seccomp_data.nr
+		{code: jgeK, k: x32SyscallBit, toMain: true}, // x32: libseccomp's checks
+	}
+	var rules [][]insn
+	for _, i := range idx {
+		r := p.Rules[i]
+		act, err := scmpAction(r.Action, r.Errno)
+		if err != nil {
+			return nil, err
+		}
+		ret := retValue(act, r.Errno)
+		for _, name := range r.Names {
+			call, err := libseccomp.GetSyscallFromName(name)
+			if err != nil {
+				return nil, fmt.Errorf("seccomp policy: rules[%d]: unknown syscall %q", i, name)
+			}
+			if call < 0 { // not a syscall of this architecture
+				continue
+			}
+			rule := []insn{{code: ldAbs, k: 0}, {code: jeqK, k: uint32(call), toNext: true}}
+			for _, a := range r.Args {
+				mask := ^uint64(0)
+				switch a.Op {
+				case OpEq:
+				case OpMaskedEq:
+					mask = uint64(a.Mask)
+				default:
+					return nil, fmt.Errorf("seccomp policy: rules[%d] overrides another rule for %s and may only use eq and masked_eq, not %s", i, name, a.Op)
+				}
+				for half, off := range []uint32{16 + 8*uint32(a.Index), 20 + 8*uint32(a.Index)} {
+					m, v := uint32(mask>>(32*half)), uint32(uint64(a.Value)>>(32*half))
+					if m == 0 {
+						continue
+					}
+					rule = append(rule, insn{code: ldAbs, k: off})
+					if m != ^uint32(0) {
+						rule = append(rule, insn{code: andK, k: m})
+					}
+					rule = append(rule, insn{code: jeqK, k: v & m, toNext: true})
+				}
+			}
+			rules = append(rules, append(rule, insn{code: retK, k: ret}))
+		}
+	}
+	for _, r := range rules {
+		prog = append(prog, r...)
+	}
+	if len(prog) > 255 {
+		return nil, fmt.Errorf("seccomp policy: overriding rules need %d instructions, more than 255", len(prog))
+	}
+	// Fix up the jumps: conditional jumps are relative and at most 255.
+	out := make([]byte, 0, 8*len(prog))
+	pos, next := 0, 0
+	for _, r := range append([][]insn{prog[:4]}, rules...) {
+		next += len(r)
+		for j, in := range r {
+			at := pos + j
+			switch {
+			case in.toMain && in.code == jgeK:
+				in.jt = uint8(len(prog) - at - 1)
+			case in.toMain:
+				in.jf = uint8(len(prog) - at - 1)
+			case in.toNext:
+				in.jf = uint8(next - at - 1)
+			}
+			out = binary.NativeEndian.AppendUint16(out, in.code)
+			out = append(out, in.jt, in.jf)
+			out = binary.NativeEndian.AppendUint32(out, in.k)
+		}
+		pos = next
+	}
+	return out, nil
+}
+
+// nativeAuditArch is seccomp_data.arch of the native ABI.
+var nativeAuditArch = map[string]uint32{
+	"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64,
+	"riscv64": unix.AUDIT_ARCH_RISCV64, "ppc64le": unix.AUDIT_ARCH_PPC64LE, "s390x": unix.AUDIT_ARCH_S390X,
+}
+
+// retValue is the SECCOMP_RET_* value of a libseccomp action.
+func retValue(a libseccomp.ScmpAction, errno string) uint32 {
+	switch a & 0xffff {
+	case libseccomp.ActAllow:
+		return RetAllow
+	case libseccomp.ActKillProcess:
+		return RetKillProcess
+	case libseccomp.ActTrap:
+		return RetTrap
+	case libseccomp.ActLog:
+		return RetLog
+	}
+	return RetErrno | uint32(errnoOf(errno))
+}
+
+var scmpOps = map[Op]libseccomp.ScmpCompareOp{
+	OpEq: libseccomp.CompareEqual, OpNe: libseccomp.CompareNotEqual,
+	OpLt: libseccomp.CompareLess, OpLe: libseccomp.CompareLessOrEqual,
+	OpGt: libseccomp.CompareGreater, OpGe: libseccomp.CompareGreaterEqual,
+}
+
+func scmpAction(a Action, errno string) (libseccomp.ScmpAction, error) {
+	switch a {
+	case ActAllow:
+		return libseccomp.ActAllow, nil
+	case ActErrno:
+		return libseccomp.ActErrno.SetReturnCode(int16(errnoOf(errno))), nil
+	case ActKill:
+		return libseccomp.ActKillProcess, nil
+	case ActTrap:
+		return libseccomp.ActTrap, nil
+	case ActLog:
+		return libseccomp.ActLog, nil
+	}
+	return libseccomp.ActInvalid, fmt.Errorf("seccomp policy: unknown action %q", a)
+}
+
+// exportBPF returns the filter's program (seccomp_export_bpf into a memfd:
+// libseccomp 2.5 has no export to memory).
+func exportBPF(f *libseccomp.ScmpFilter) ([]byte, error) {
+	fd, err := unix.MemfdCreate("jail-seccomp", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	file := os.NewFile(uintptr(fd), "jail-seccomp")
+	defer file.Close()
+	if err := f.ExportBPF(file); err != nil {
+		return nil, fmt.Errorf("seccomp_export_bpf: %w", err)
+	}
+	if _, err := file.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(file)
+}
+
+// SyscallName names syscall nr of the ABI with audit arch value arch (as
+// in seccomp_data), e.g. "ptrace" or "x86:ptrace" for another ABI than
+// the native one; "nr 1234" when libseccomp does not know it.
+func SyscallName(arch uint32, nr int32) string {
+	a, x32 := auditArch(arch, nr)
+	if x32 {
+		nr &^= x32SyscallBit
+	}
+	name, err := libseccomp.ScmpSyscall(nr).GetNameByArch(a)
+	if err != nil || name == "" {
+		name = fmt.Sprintf("nr %d", nr)
+	}
+	if native, _ := libseccomp.GetNativeArch(); a != native {
+		name = a.String() + ":" + name
+	}
+	return name
+}
+
+// x32SyscallBit marks x32 syscalls, which carry AUDIT_ARCH_X86_64.
+const x32SyscallBit = 0x40000000
+
+func auditArch(arch uint32, nr int32) (libseccomp.ScmpArch, bool) {
+	switch arch {
+	case unix.AUDIT_ARCH_X86_64:
+		if nr&x32SyscallBit != 0 {
+			return libseccomp.ArchX32, true
+		}
+		return libseccomp.ArchAMD64, false
+	case unix.AUDIT_ARCH_I386:
+		return libseccomp.ArchX86, false
+	case unix.AUDIT_ARCH_AARCH64:
+		return libseccomp.ArchARM64, false
+	case unix.AUDIT_ARCH_ARM:
+		return libseccomp.ArchARM, false
+	}
+	return libseccomp.ArchInvalid, false
+}
+
+// SyscallNumber returns the native number of syscall name.
+func SyscallNumber(name string) (int32, error) {
+	call, err := libseccomp.GetSyscallFromName(name)
+	if err != nil {
+		return 0, fmt.Errorf("unknown syscall %q", name)
+	}
+	return int32(call), nil
+}

@@ -1,0 +1,245 @@
+package seccomp
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// call is a hand-built seccomp_data: a syscall by name (or raw number) on
+// an ABI, with arguments.
+type call struct {
+	name string
+	nr   int32 // used when name is ""
+	arch uint32
+	args [6]uint64
+}
+
+// data lays out struct seccomp_data for x/net/bpf, whose loads are big
+// endian: each 32-bit word of the little-endian struct is stored big endian
+// at its own offset, so the VM reads the value the kernel's loads would.
+func (c call) data(t *testing.T) []byte {
+	nr := c.nr
+	if c.name != "" {
+		var err error
+		nr, err = SyscallNumber(c.name)
+		require.NoError(t, err)
+	}
+	arch := c.arch
+	if arch == 0 {
+		arch = unix.AUDIT_ARCH_X86_64
+	}
+	b := make([]byte, 64)
+	binary.BigEndian.PutUint32(b[0:], uint32(nr))
+	binary.BigEndian.PutUint32(b[4:], arch)
+	for i, a := range c.args {
+		binary.BigEndian.PutUint32(b[16+8*i:], uint32(a))
+		binary.BigEndian.PutUint32(b[20+8*i:], uint32(a>>32))
+	}
+	return b
+}
+
+// run returns what filter returns for c.
+func run(t *testing.T, filter []byte, c call) uint32 {
+	raw := make([]bpf.RawInstruction, len(filter)/8)
+	for i := range raw {
+		raw[i] = bpf.RawInstruction{
+			Op: binary.NativeEndian.Uint16(filter[8*i:]),
+			Jt: filter[8*i+2], Jf: filter[8*i+3],
+			K: binary.NativeEndian.Uint32(filter[8*i+4:]),
+		}
+	}
+	insns, ok := bpf.Disassemble(raw)
+	require.True(t, ok, "the program has instructions x/net/bpf does not know")
+	vm, err := bpf.NewVM(insns)
+	require.NoError(t, err)
+	ret, err := vm.Run(c.data(t))
+	require.NoError(t, err)
+	return uint32(ret)
+}
+
+func compileBuiltin(t *testing.T, name string, o Options) *Program {
+	t.Helper()
+	p, err := Load(name)
+	require.NoError(t, err)
+	prog, err := Compile(p, o)
+	require.NoError(t, err)
+	return prog
+}
+
+var (
+	allow    = RetAllow
+	notify   = RetUserNotif // a kill, carried out and reported by PID 1
+	eperm    = RetErrno | uint32(unix.EPERM)
+	enosys   = RetErrno | uint32(unix.ENOSYS)
+	eafnosup = RetErrno | uint32(unix.EAFNOSUPPORT)
+)
+
+const (
+	sigchld      = uint64(unix.SIGCHLD)
+	threadFlags  = unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND | unix.CLONE_THREAD | unix.CLONE_SYSVSEM
+	i386Getpid   = 20 // __NR_getpid in arch/x86/entry/syscalls/syscall_32.tbl
+	x32Bit       = 0x40000000
+	x86_64Getpid = 39
+)
+
+func TestDefaultPolicy(t *testing.T) {
+	prog := compileBuiltin(t, "default", Options{})
+	require.True(t, prog.Notify)
+	tests := []struct {
+		what string
+		c    call
+		want uint32
+	}{
+		{"read", call{name: "read"}, allow},
+		{"execve", call{name: "execve"}, allow},
+		{"keyctl", call{name: "keyctl"}, eperm},
+		{"add_key", call{name: "add_key"}, eperm},
+		{"bpf", call{name: "bpf"}, eperm},
+		{"perf_event_open", call{name: "perf_event_open"}, eperm},
+		{"userfaultfd", call{name: "userfaultfd"}, eperm},
+		{"mount", call{name: "mount"}, eperm},
+		{"umount2", call{name: "umount2"}, eperm},
+		{"pivot_root", call{name: "pivot_root"}, eperm},
+		{"chroot", call{name: "chroot"}, eperm},
+		{"ptrace", call{name: "ptrace"}, eperm},
+		{"process_vm_readv", call{name: "process_vm_readv"}, eperm},
+		{"kcmp", call{name: "kcmp"}, eperm},
+		{"open_by_handle_at", call{name: "open_by_handle_at"}, eperm},
+		{"init_module", call{name: "init_module"}, eperm},
+		{"kexec_load", call{name: "kexec_load"}, eperm},
+		{"setns", call{name: "setns"}, eperm},
+		{"iopl", call{name: "iopl"}, eperm},
+		{"syslog", call{name: "syslog"}, eperm},
+		{"clock_settime", call{name: "clock_settime"}, eperm},
+		{"fsopen", call{name: "fsopen"}, eperm},
+		{"clone3 falls back", call{name: "clone3"}, enosys},
+		{"io_uring_setup", call{name: "io_uring_setup"}, enosys},
+		{"clone a thread", call{name: "clone", args: [6]uint64{threadFlags}}, allow},
+		{"fork by clone", call{name: "clone", args: [6]uint64{sigchld}}, allow},
+		{"clone a user namespace", call{name: "clone", args: [6]uint64{unix.CLONE_NEWUSER | sigchld}}, eperm},
+		{"clone a net namespace", call{name: "clone", args: [6]uint64{unix.CLONE_NEWNET}}, eperm},
+		{"unshare files", call{name: "unshare", args: [6]uint64{unix.CLONE_FILES}}, allow},
+		{"unshare a user namespace", call{name: "unshare", args: [6]uint64{unix.CLONE_NEWUSER}}, eperm},
+		{"unshare a time namespace", call{name: "unshare", args: [6]uint64{unix.CLONE_NEWTIME}}, eperm},
+		{"socket unix", call{name: "socket", args: [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM}}, allow},
+		{"socket inet6", call{name: "socket", args: [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM}}, allow},
+		{"socket vsock", call{name: "socket", args: [6]uint64{unix.AF_VSOCK, unix.SOCK_STREAM}}, eperm},
+		{"socket packet", call{name: "socket", args: [6]uint64{unix.AF_PACKET, unix.SOCK_RAW}}, eperm},
+		{"socket netlink route", call{name: "socket", args: [6]uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE}}, allow},
+		{"socket netlink audit", call{name: "socket", args: [6]uint64{unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT}}, eperm},
+		{"socket unix with high bits", call{name: "socket", args: [6]uint64{1<<32 | unix.AF_UNIX}}, eperm},
+		{"ioctl TCGETS", call{name: "ioctl", args: [6]uint64{0, unix.TCGETS}}, allow},
+		{"ioctl TIOCSTI", call{name: "ioctl", args: [6]uint64{0, unix.TIOCSTI}}, notify},
+		{"ioctl TIOCSTI with high bits", call{name: "ioctl", args: [6]uint64{0, 1<<32 | unix.TIOCSTI}}, notify},
+		{"ioctl TIOCLINUX", call{name: "ioctl", args: [6]uint64{0, unix.TIOCLINUX}}, notify},
+		{"personality query", call{name: "personality", args: [6]uint64{0xffffffff}}, allow},
+		{"personality linux", call{name: "personality", args: [6]uint64{0}}, allow},
+		{"personality READ_IMPLIES_EXEC", call{name: "personality", args: [6]uint64{0x0400000}}, eperm},
+		{"ia32 getpid by int 0x80", call{nr: i386Getpid, arch: unix.AUDIT_ARCH_I386}, notify},
+		{"x32 getpid", call{nr: x32Bit | x86_64Getpid}, notify},
+		{"aarch64", call{nr: 172, arch: unix.AUDIT_ARCH_AARCH64}, notify},
+		{"unknown syscall number", call{nr: 1000}, eperm},
+	}
+	for _, tt := range tests {
+		t.Run(tt.what, func(t *testing.T) {
+			assert.Equal(t, tt.want, run(t, prog.Filter, tt.c), "got %#x, want %#x", run(t, prog.Filter, tt.c), tt.want)
+		})
+	}
+}
+
+func TestStrictPolicy(t *testing.T) {
+	prog := compileBuiltin(t, "strict", Options{})
+	tests := []struct {
+		what string
+		c    call
+		want uint32
+	}{
+		{"read", call{name: "read"}, allow},
+		{"mount kills", call{name: "mount"}, notify},
+		{"ptrace kills", call{name: "ptrace"}, notify},
+		{"keyctl kills", call{name: "keyctl"}, notify},
+		{"bpf kills", call{name: "bpf"}, notify},
+		{"setns kills", call{name: "setns"}, notify},
+		{"unshare kills", call{name: "unshare", args: [6]uint64{unix.CLONE_NEWUSER}}, notify},
+		{"clone a user namespace kills", call{name: "clone", args: [6]uint64{unix.CLONE_NEWUSER | sigchld}}, notify},
+		{"clone a thread", call{name: "clone", args: [6]uint64{threadFlags}}, allow},
+		{"clone3 falls back", call{name: "clone3"}, enosys},
+		{"io_uring_setup", call{name: "io_uring_setup"}, enosys},
+		{"socket unix", call{name: "socket", args: [6]uint64{unix.AF_UNIX}}, allow},
+		{"socket inet", call{name: "socket", args: [6]uint64{unix.AF_INET}}, eafnosup},
+		{"socket vsock kills", call{name: "socket", args: [6]uint64{unix.AF_VSOCK}}, notify},
+		{"ioctl TIOCSTI kills", call{name: "ioctl", args: [6]uint64{0, 1<<32 | unix.TIOCSTI}}, notify},
+		{"ioctl TCGETS", call{name: "ioctl", args: [6]uint64{0, unix.TCGETS}}, allow},
+		{"setuid", call{name: "setuid"}, eperm},
+		{"unknown syscall number kills", call{nr: 1000}, notify},
+		{"ia32 kills", call{nr: i386Getpid, arch: unix.AUDIT_ARCH_I386}, notify},
+		{"x32 kills", call{nr: x32Bit | x86_64Getpid}, notify},
+	}
+	for _, tt := range tests {
+		t.Run(tt.what, func(t *testing.T) {
+			got := run(t, prog.Filter, tt.c)
+			assert.Equal(t, tt.want, got, "got %#x, want %#x", got, tt.want)
+		})
+	}
+}
+
+// TestLogMode: with Options.Log, errnos reach PID 1 too, and the policy's
+// own program, which PID 1 runs to answer, still says which errno.
+func TestLogMode(t *testing.T) {
+	prog := compileBuiltin(t, "default", Options{Log: true})
+	require.NotNil(t, prog.Rules)
+	assert.Equal(t, notify, run(t, prog.Filter, call{name: "keyctl"}))
+	assert.Equal(t, eperm, run(t, prog.Rules, call{name: "keyctl"}))
+	assert.Equal(t, enosys, run(t, prog.Rules, call{name: "clone3"}))
+	assert.Equal(t, allow, run(t, prog.Filter, call{name: "read"}))
+	assert.Equal(t, RetKillProcess, run(t, prog.Rules, call{nr: i386Getpid, arch: unix.AUDIT_ARCH_I386}))
+	assert.Nil(t, compileBuiltin(t, "default", Options{}).Rules)
+}
+
+func TestCompileCaches(t *testing.T) {
+	a := compileBuiltin(t, "default", Options{})
+	b := compileBuiltin(t, "default", Options{})
+	assert.Same(t, a, b)
+	assert.NotSame(t, a, compileBuiltin(t, "default", Options{Log: true}))
+}
+
+func TestCompileRejects(t *testing.T) {
+	tests := []struct {
+		what, policy, want string
+	}{
+		{"unknown syscall", "default_action: errno\nrules: [{names: [read, no_such_call], action: allow}]", `unknown syscall "no_such_call"`},
+		{"unknown arch", "default_action: errno\narchitectures: [pdp11]\nrules: []", `unknown architecture "pdp11"`},
+		{"native missing", "default_action: errno\narchitectures: [x86]\nrules: []", "must include the native"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.what, func(t *testing.T) {
+			p, err := Parse([]byte(tt.policy))
+			require.NoError(t, err)
+			_, err = Compile(p, Options{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestOtherArchitectures(t *testing.T) {
+	p, err := Parse([]byte("default_action: errno\narchitectures: [x86_64, x86]\nrules: [{names: [getpid], action: allow}]"))
+	require.NoError(t, err)
+	prog, err := Compile(p, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, allow, run(t, prog.Filter, call{nr: i386Getpid, arch: unix.AUDIT_ARCH_I386}))
+	assert.Equal(t, allow, run(t, prog.Filter, call{nr: x86_64Getpid}))
+	assert.Equal(t, notify, run(t, prog.Filter, call{nr: x32Bit | x86_64Getpid}), "x32 is not in the list")
+}
+
+func TestSyscallName(t *testing.T) {
+	assert.Equal(t, "ptrace", SyscallName(unix.AUDIT_ARCH_X86_64, unix.SYS_PTRACE))
+	assert.Equal(t, "x86:getpid", SyscallName(unix.AUDIT_ARCH_I386, i386Getpid))
+	assert.Equal(t, "x32:getpid", SyscallName(unix.AUDIT_ARCH_X86_64, x32Bit|x86_64Getpid))
+	assert.Equal(t, "nr 9999", SyscallName(unix.AUDIT_ARCH_X86_64, 9999))
+}
