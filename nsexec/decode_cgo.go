@@ -30,28 +30,35 @@ import (
 
 // cConstants are nsexec.h's values, for TestConstantsMatchC.
 var cConstants = map[string]int64{
-	"INIT_ARG0 length": int64(len(C.INIT_ARG0)),
-	"PLAN_FD":          C.PLAN_FD,
-	"SYNC_FD":          C.SYNC_FD,
-	"PLAN_MAGIC":       C.PLAN_MAGIC,
-	"PLAN_MAX_BYTES":   C.PLAN_MAX_BYTES,
-	"PLAN_MAX_ITEMS":   C.PLAN_MAX_ITEMS,
-	"sizeof sync_msg":  C.sizeof_struct_sync_msg,
-	"PLAN_MOUNTNS":     C.PLAN_MOUNTNS,
-	"PLAN_ROOT_RO":     C.PLAN_ROOT_RO,
-	"PLAN_LOOPBACK":    C.PLAN_LOOPBACK,
-	"PLAN_TIMENS":      C.PLAN_TIMENS,
-	"PLAN_PIDNS":       C.PLAN_PIDNS,
-	"PLAN_SETGROUPS":   C.PLAN_SETGROUPS,
-	"OP_BIND":          C.OP_BIND,
-	"OP_SETATTR":       C.OP_SETATTR,
-	"OPF_OPTIONAL":     C.OPF_OPTIONAL,
-	"OPF_CREATE":       C.OPF_CREATE,
-	"OPF_FILE":         C.OPF_FILE,
-	"OPF_SRC_IN_ROOT":  C.OPF_SRC_IN_ROOT,
-	"OPF_RECURSIVE":    C.OPF_RECURSIVE,
-	"TAG_CWD":          C.TAG_CWD,
-	"MSG_EXITED":       C.MSG_EXITED,
+	"INIT_ARG0 length":    int64(len(C.INIT_ARG0)),
+	"PLAN_FD":             C.PLAN_FD,
+	"SYNC_FD":             C.SYNC_FD,
+	"PLAN_MAGIC":          C.PLAN_MAGIC,
+	"PLAN_MAX_BYTES":      C.PLAN_MAX_BYTES,
+	"PLAN_MAX_ITEMS":      C.PLAN_MAX_ITEMS,
+	"sizeof sync_msg":     C.sizeof_struct_sync_msg,
+	"PLAN_MOUNTNS":        C.PLAN_MOUNTNS,
+	"PLAN_ROOT_RO":        C.PLAN_ROOT_RO,
+	"PLAN_LOOPBACK":       C.PLAN_LOOPBACK,
+	"PLAN_TIMENS":         C.PLAN_TIMENS,
+	"PLAN_PIDNS":          C.PLAN_PIDNS,
+	"PLAN_SETGROUPS":      C.PLAN_SETGROUPS,
+	"OP_BIND":             C.OP_BIND,
+	"OP_SETATTR":          C.OP_SETATTR,
+	"OPF_OPTIONAL":        C.OPF_OPTIONAL,
+	"OPF_CREATE":          C.OPF_CREATE,
+	"OPF_FILE":            C.OPF_FILE,
+	"OPF_SRC_IN_ROOT":     C.OPF_SRC_IN_ROOT,
+	"OPF_RECURSIVE":       C.OPF_RECURSIVE,
+	"TAG_CWD":             C.TAG_CWD,
+	"MSG_EXITED":          C.MSG_EXITED,
+	"PLAN_SECCOMP_NOTIFY": C.PLAN_SECCOMP_NOTIFY,
+	"TAG_SECCOMP_RULES":   C.TAG_SECCOMP_RULES,
+	"MSG_SECCOMP":         C.MSG_SECCOMP,
+	"SECCOMP_EV_KILLED":   C.SECCOMP_EV_KILLED,
+	"SECCOMP_EV_WORKLOAD": C.SECCOMP_EV_WORKLOAD,
+	"MAX_SECCOMP_EVENTS":  C.MAX_SECCOMP_EVENTS,
+	"BPF_MAX_INSNS":       C.BPF_MAX_INSNS,
 }
 
 func gostr(s *C.char) string {
@@ -99,8 +106,26 @@ func cDecode(b []byte) (*Plan, error) {
 	for _, m := range unsafe.Slice(p.mounts, p.nmounts) {
 		out.Mounts = append(out.Mounts, gomount(&m))
 	}
+	if p.seccomp != nil {
+		out.Seccomp = C.GoBytes(unsafe.Pointer(p.seccomp), C.int(p.seccomp_len))
+	}
+	if p.seccomp_rules != nil {
+		out.SeccompRules = C.GoBytes(unsafe.Pointer(p.seccomp_rules), C.int(p.seccomp_rules_len))
+	}
 	for _, r := range unsafe.Slice(p.rlimits, p.nrlimits) {
 		out.Rlimits = append(out.Rlimits, Rlimit{Resource: int(r.resource), Cur: uint64(r.lim.rlim_cur), Max: uint64(r.lim.rlim_max)})
 	}
 	return out, nil
+}
+
+// cBPFRun runs a seccomp program with PID 1's interpreter on a struct
+// seccomp_data (64 bytes, native endian).
+func cBPFRun(prog, data []byte) uint32 {
+	if len(data) != 64 {
+		panic("seccomp_data is 64 bytes")
+	}
+	cp, cd := C.CBytes(append(prog, 0)), C.CBytes(data)
+	defer C.free(cp)
+	defer C.free(cd)
+	return uint32(C.jail_bpf_run((*C.uint8_t)(cp), C.uint32_t(len(prog)), cd))
 }

@@ -22,12 +22,15 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
 #include <linux/openat2.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -37,6 +40,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +67,9 @@ struct mount_attr { uint64_t attr_set, attr_clr, propagation, userns_fd; };
 #endif
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x80
+#endif
+#ifndef SECCOMP_FILTER_FLAG_TSYNC_ESRCH
+#define SECCOMP_FILTER_FLAG_TSYNC_ESRCH (1UL << 4) /* Linux 5.7 */
 #endif
 
 static int sys_open_tree(int dfd, const char *path, unsigned flags) { return syscall(SYS_open_tree, dfd, path, flags); }
@@ -124,6 +131,14 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 		case TAG_ATTACH: p->attach = get_str(&b, NULL, 0); break;
 		case TAG_HOSTNAME: p->hostname = get_str(&b, &p->hostname_len, 0); break;
 		case TAG_CWD: p->cwd = get_str(&b, NULL, 0); break;
+		case TAG_SECCOMP: case TAG_SECCOMP_RULES: {
+			uint32_t n = 0;
+			const uint8_t *prog = (const uint8_t *)get_str(&b, &n, 1);
+			if (n == 0 || n % 8 || n > 8 * BPF_MAX_INSNS) b.bad = 1;
+			if (tag == TAG_SECCOMP) { p->seccomp = prog; p->seccomp_len = n; }
+			else { p->seccomp_rules = prog; p->seccomp_rules_len = n; }
+			break;
+		}
 		case TAG_ARG: { const char *s = get_str(&b, NULL, 0); if (p->argv) p->argv[na] = s; na++; break; }
 		case TAG_ENV: { const char *s = get_str(&b, NULL, 0); if (p->envp) p->envp[ne] = s; ne++; break; }
 		case TAG_PATH: { const char *s = get_str(&b, NULL, 0); if (p->path) p->path[np] = s; np++; break; }
@@ -155,6 +170,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 		}
 		if (b.bad || b.p != b.end) r.bad = 1;
 	}
+	if ((p->flags & PLAN_SECCOMP_NOTIFY) && !p->seccomp) r.bad = 1;
 	if (r.bad || na == 0 || !p->attach || nm > PLAN_MAX_ITEMS || na > PLAN_MAX_ITEMS ||
 	    ne > PLAN_MAX_ITEMS || np > PLAN_MAX_ITEMS || nr > PLAN_MAX_ITEMS)
 		return -1;
@@ -164,11 +180,16 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 
 /* ---- the sync socket ---- */
 
-static int send_msg(uint32_t type, int32_t err, int32_t status, int32_t index, const char *step)
+static int send_msg_ex(uint32_t type, int32_t err, int32_t status, int32_t index, const char *step, int32_t pid,
+		       int32_t aux)
 {
-	struct sync_msg m = {.type = type, .err = err, .status = status, .index = index};
+	struct sync_msg m = {.type = type, .err = err, .status = status, .index = index, .pid = pid, .aux = aux};
 	if (step) strncpy(m.step, step, sizeof m.step - 1);
 	return send(SYNC_FD, &m, sizeof m, MSG_NOSIGNAL) == sizeof m ? 0 : -1;
+}
+static int send_msg(uint32_t type, int32_t err, int32_t status, int32_t index, const char *step)
+{
+	return send_msg_ex(type, err, status, index, step, 0, 0);
 }
 
 /* ---- mount steps: everything happens relative to root_fd, the new root ---- */
@@ -444,6 +465,163 @@ static int wait_for_go(struct plan *p)
 	return 0;
 }
 
+/* ---- seccomp: the workload loads the parent's program; PID 1 answers ---- */
+
+/* jail_bpf_run runs a classic BPF seccomp program on a struct seccomp_data,
+ * as the kernel would (the instructions seccomp_check_filter accepts), and
+ * returns its SECCOMP_RET_* value. PID 1 uses it in log mode to find the
+ * policy's errno for a notification. Anything malformed returns
+ * SECCOMP_RET_KILL_PROCESS: a wrong answer must never be "allow". */
+uint32_t jail_bpf_run(const uint8_t *prog, uint32_t len, const void *data)
+{
+	uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {0}, n = len / 8;
+	const uint8_t *d = data;
+	for (uint32_t pc = 0; pc < n; pc++) {
+		struct sock_filter in;
+		memcpy(&in, prog + 8 * pc, sizeof in);
+		uint32_t k = in.k, src = BPF_SRC(in.code) == BPF_X ? x : k;
+		switch (BPF_CLASS(in.code)) {
+		case BPF_LD:
+			if (in.code == (BPF_LD | BPF_W | BPF_ABS) && k % 4 == 0 && k < sizeof(struct seccomp_data)) memcpy(&a, d + k, 4);
+			else if (in.code == (BPF_LD | BPF_W | BPF_LEN)) a = sizeof(struct seccomp_data);
+			else if (in.code == (BPF_LD | BPF_IMM)) a = k;
+			else if (in.code == (BPF_LD | BPF_MEM) && k < BPF_MEMWORDS) a = mem[k];
+			else return SECCOMP_RET_KILL_PROCESS;
+			break;
+		case BPF_LDX:
+			if (in.code == (BPF_LDX | BPF_W | BPF_LEN)) x = sizeof(struct seccomp_data);
+			else if (in.code == (BPF_LDX | BPF_IMM)) x = k;
+			else if (in.code == (BPF_LDX | BPF_MEM) && k < BPF_MEMWORDS) x = mem[k];
+			else return SECCOMP_RET_KILL_PROCESS;
+			break;
+		case BPF_ST: if (k >= BPF_MEMWORDS) return SECCOMP_RET_KILL_PROCESS; mem[k] = a; break;
+		case BPF_STX: if (k >= BPF_MEMWORDS) return SECCOMP_RET_KILL_PROCESS; mem[k] = x; break;
+		case BPF_ALU:
+			switch (BPF_OP(in.code)) {
+			case BPF_ADD: a += src; break;
+			case BPF_SUB: a -= src; break;
+			case BPF_MUL: a *= src; break;
+			case BPF_DIV: if (!src) return SECCOMP_RET_KILL_PROCESS; a /= src; break;
+			case BPF_MOD: if (!src) return SECCOMP_RET_KILL_PROCESS; a %= src; break;
+			case BPF_AND: a &= src; break;
+			case BPF_OR: a |= src; break;
+			case BPF_XOR: a ^= src; break;
+			case BPF_LSH: a = src >= 32 ? 0 : a << src; break;
+			case BPF_RSH: a = src >= 32 ? 0 : a >> src; break;
+			case BPF_NEG: a = -a; break;
+			default: return SECCOMP_RET_KILL_PROCESS;
+			}
+			break;
+		case BPF_JMP: {
+			uint32_t off;
+			switch (BPF_OP(in.code)) {
+			case BPF_JA: off = k; break;
+			case BPF_JEQ: off = a == src ? in.jt : in.jf; break;
+			case BPF_JGT: off = a > src ? in.jt : in.jf; break;
+			case BPF_JGE: off = a >= src ? in.jt : in.jf; break;
+			case BPF_JSET: off = (a & src) ? in.jt : in.jf; break;
+			default: return SECCOMP_RET_KILL_PROCESS;
+			}
+			if (off >= n - pc - 1) return SECCOMP_RET_KILL_PROCESS; /* must land inside */
+			pc += off;
+			break;
+		}
+		case BPF_RET: return BPF_RVAL(in.code) == BPF_A ? a : k;
+		case BPF_MISC:
+			if (in.code == (BPF_MISC | BPF_TAX)) x = a;
+			else if (in.code == (BPF_MISC | BPF_TXA)) a = x;
+			else return SECCOMP_RET_KILL_PROCESS;
+			break;
+		default: return SECCOMP_RET_KILL_PROCESS;
+		}
+	}
+	return SECCOMP_RET_KILL_PROCESS; /* fell off the end */
+}
+
+/* load_seccomp loads the plan's filter: the workload's last step before
+ * execve, after no_new_privs and the capability drop (seccomp(2)). With
+ * PLAN_SECCOMP_NOTIFY the kernel returns a listener, which goes to PID 1
+ * over the exec-error socket; it is O_CLOEXEC, so execve takes it from the
+ * workload. TSYNC is moot in this single-threaded process but keeps the
+ * promise if that ever changes. */
+static int load_seccomp(const struct plan *p, int errfd)
+{
+	struct sock_fprog prog = {.len = (unsigned short)(p->seccomp_len / 8), .filter = (struct sock_filter *)p->seccomp};
+	unsigned long flags = SECCOMP_FILTER_FLAG_TSYNC;
+	int notify = p->flags & PLAN_SECCOMP_NOTIFY;
+	if (notify) flags |= SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_TSYNC_ESRCH;
+	int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+	if (fd < 0 || !notify) return fd < 0 ? -1 : 0;
+	struct exec_failure hello = {0, "seccomp listener"};
+	struct iovec iov = {&hello, sizeof hello};
+	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } c;
+	memset(&c, 0, sizeof c);
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf};
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof fd);
+	return sendmsg(errfd, &m, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
+}
+
+/* The notification buffers, sized by the running kernel (the structs may
+ * grow: seccomp_unotify(2)). */
+static struct seccomp_notif *notif_req;
+static struct seccomp_notif_resp *notif_resp;
+static size_t notif_req_size, notif_resp_size;
+static int32_t seccomp_events;
+
+static int notif_buffers(void)
+{
+	struct seccomp_notif_sizes sz;
+	if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) < 0) return -1;
+	notif_req_size = sz.seccomp_notif > sizeof *notif_req ? sz.seccomp_notif : sizeof *notif_req;
+	notif_resp_size = sz.seccomp_notif_resp > sizeof *notif_resp ? sz.seccomp_notif_resp : sizeof *notif_resp;
+	notif_req = malloc(notif_req_size);
+	notif_resp = malloc(notif_resp_size);
+	return notif_req && notif_resp ? 0 : -1;
+}
+
+/* is_workload reports whether thread tid belongs to the workload process. */
+static int is_workload(const struct plan *p, pid_t workload, pid_t tid)
+{
+	if (tid == workload) return 1;
+	/* /proc shows our PID namespace only when we mounted it, or share the host's. */
+	if (!(p->flags & PLAN_MOUNTNS) && (p->flags & PLAN_PIDNS)) return 0;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task/%d", (int)workload, (int)tid);
+	return access(path, F_OK) == 0;
+}
+
+/* answer_notification handles one seccomp notification: the call never
+ * runs. In log mode (rules present) an errno verdict of the policy's own
+ * program is answered with that errno; every other verdict, and every
+ * notification without rules, is a kill of the calling process. */
+static void answer_notification(const struct plan *p, int lfd, pid_t workload)
+{
+	memset(notif_req, 0, notif_req_size);
+	if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, notif_req) < 0) return; /* EINTR, or the caller died: ENOENT */
+	uint32_t verdict = SECCOMP_RET_KILL_PROCESS;
+	if (p->seccomp_rules) verdict = jail_bpf_run(p->seccomp_rules, p->seccomp_rules_len, &notif_req->data);
+	int32_t err = 0, aux = 0;
+	if ((verdict & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO) {
+		err = (int32_t)(verdict & SECCOMP_RET_DATA);
+		memset(notif_resp, 0, notif_resp_size);
+		notif_resp->id = notif_req->id;
+		notif_resp->error = -err;
+		ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, notif_resp);
+	} else {
+		aux = SECCOMP_EV_KILLED;
+		if (is_workload(p, workload, (pid_t)notif_req->pid)) aux |= SECCOMP_EV_WORKLOAD;
+		/* A valid id means the caller still waits in the syscall, so its
+		 * tid cannot have been reused. kill(2) of a tid ends its process. */
+		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_ID_VALID, &notif_req->id) == 0) kill((pid_t)notif_req->pid, SIGKILL);
+	}
+	if (++seccomp_events <= MAX_SECCOMP_EVENTS)
+		send_msg_ex(MSG_SECCOMP, err, notif_req->data.nr, (int32_t)notif_req->data.arch, NULL, (int32_t)notif_req->pid, aux);
+}
+
 /* ---- the workload: drop everything, then exec ---- */
 
 /* drop_bounding_set empties the bounding and ambient sets. It needs
@@ -488,8 +666,9 @@ static int exec_workload(struct plan *p)
 /* run_workload is the forked child: it never returns. Order matters: the
  * bounding set before the ids (it needs CAP_SETPCAP), ids before the other
  * capability sets (setresuid needs CAP_SETUID), capabilities before
- * no_new_privs, fds closed last so errors can still be reported, and the
- * seccomp filter (issue #4) belongs right before execve. */
+ * no_new_privs, fds closed so that errors can still be reported, and the
+ * seccomp filter last, right before execve: nothing of jail's own runs
+ * under it. */
 static void run_workload(struct plan *p, int errfd)
 {
 	const char *step = "setsid";
@@ -522,6 +701,8 @@ static void run_workload(struct plan *p, int errfd)
 	if (syscall(SYS_close_range, 4, ~0U, 0) < 0) goto fail;
 	step = "chdir";
 	if (chdir(p->cwd ? p->cwd : "/") < 0) goto fail;
+	step = "seccomp";
+	if (p->seccomp && load_seccomp(p, errfd) < 0) goto fail;
 	step = "execve";
 	errno = exec_workload(p);
 fail:;
@@ -550,9 +731,11 @@ static int block_signals(sigset_t *set)
 static int reap_workload(struct plan *p)
 {
 	sigset_t set;
-	int ep[2], sfd, status;
+	int ep[2], sfd, status, lfd = -1;
 	if (block_signals(&set) < 0 || (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) return -1;
-	if (pipe2(ep, O_CLOEXEC) < 0) return -1;
+	/* The exec-error channel, which also carries the seccomp listener. */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ep) < 0) return -1;
+	if ((p->flags & PLAN_SECCOMP_NOTIFY) && notif_buffers() < 0) return -1;
 	if (!(p->flags & PLAN_PIDNS)) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	pid_t pid = fork();
 	if (pid < 0) return -1;
@@ -561,7 +744,15 @@ static int reap_workload(struct plan *p)
 
 	struct exec_failure f;
 	ssize_t n;
-	while ((n = read(ep[0], &f, sizeof f)) < 0 && errno == EINTR);
+	for (;;) { /* the listener (if any), then EOF at execve or a failure */
+		union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } c;
+		struct iovec iov = {&f, sizeof f};
+		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf};
+		if ((n = recvmsg(ep[0], &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) continue;
+		struct cmsghdr *h = n > 0 ? CMSG_FIRSTHDR(&m) : NULL;
+		if (n != sizeof f || f.err != 0 || lfd >= 0 || !h || h->cmsg_type != SCM_RIGHTS) break;
+		memcpy(&lfd, CMSG_DATA(h), sizeof lfd);
+	}
 	close(ep[0]);
 	if (n == sizeof f) { /* the workload never ran */
 		waitpid(pid, NULL, 0);
@@ -570,10 +761,13 @@ static int reap_workload(struct plan *p)
 	}
 	send_msg(MSG_STARTED, 0, pid, -1, NULL); /* the pid, for a parent that shares our PID namespace */
 
-	struct pollfd fds[2] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}};
+	struct pollfd fds[3] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}, {lfd, POLLIN, 0}};
 	for (;;) {
-		if (poll(fds, 2, -1) < 0) { if (errno == EINTR) continue; return -1; }
+		if (poll(fds, 3, -1) < 0) { if (errno == EINTR) continue; return -1; }
 		if (fds[1].revents) _exit(1); /* the parent went away (or spoke out of turn): end the jail */
+		if (fds[2].revents & POLLIN) answer_notification(p, lfd, pid);
+		else if (fds[2].revents) fds[2].fd = -1; /* POLLHUP: no process uses the filter any more */
+		if (!(fds[0].revents & POLLIN)) continue;
 		struct signalfd_siginfo si;
 		if (read(sfd, &si, sizeof si) != sizeof si) continue;
 		if (si.ssi_signo != SIGCHLD) {
@@ -583,7 +777,7 @@ static int reap_workload(struct plan *p)
 		pid_t r;
 		while ((r = waitpid(-1, &status, WNOHANG)) > 0)
 			if (r == pid) {
-				send_msg(MSG_EXITED, 0, status, -1, NULL);
+				send_msg_ex(MSG_EXITED, 0, status, -1, NULL, 0, seccomp_events);
 				_exit(0);
 			}
 	}

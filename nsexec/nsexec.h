@@ -23,9 +23,12 @@
 #define PLAN_TIMENS 0x08    /* unshare(CLONE_NEWTIME) before forking the workload */
 #define PLAN_PIDNS 0x10     /* we are PID 1: forward signals with kill(-1) */
 #define PLAN_SETGROUPS 0x20 /* setgroups(0) is allowed: drop supplementary groups */
+#define PLAN_SECCOMP_NOTIFY 0x40 /* load the filter with a listener and hand it to PID 1 */
 
 /* record tags */
-enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD };
+enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD,
+       TAG_SECCOMP, TAG_SECCOMP_RULES };
+#define BPF_MAX_INSNS 4096
 
 /* mount op kinds and flags */
 enum { OP_BIND = 1, OP_FS, OP_MKDIR, OP_FILE, OP_SYMLINK, OP_SETATTR };
@@ -59,17 +62,24 @@ struct plan {
 	const char **argv, **envp, **path;
 	struct rlim_op *rlimits;
 	size_t nmounts, nargs, nenv, npath, nrlimits;
+	const uint8_t *seccomp, *seccomp_rules; /* struct sock_filter[], maybe unaligned */
+	uint32_t seccomp_len, seccomp_rules_len; /* in bytes */
 };
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */
-enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED };
+enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED, MSG_SECCOMP };
+#define SECCOMP_EV_KILLED 1   /* MSG_SECCOMP aux: PID 1 killed the caller */
+#define SECCOMP_EV_WORKLOAD 2 /* MSG_SECCOMP aux: the caller is the workload itself */
+#define MAX_SECCOMP_EVENTS 32
 
 struct sync_msg {
 	uint32_t type;
 	int32_t err;    /* errno, for the error messages */
 	int32_t status; /* wait status for MSG_EXITED; the workload's pid for MSG_STARTED */
-	int32_t index;  /* mount op index for a failed "mount plan" step, else -1 */
-	char step[48];
+	int32_t index;  /* mount op index for a failed "mount plan" step, else -1; audit arch for MSG_SECCOMP */
+	char step[40];
+	int32_t pid; /* MSG_SECCOMP: the calling thread */
+	int32_t aux; /* MSG_SECCOMP: SECCOMP_EV_*; MSG_EXITED: number of seccomp events */
 };
 
 struct exec_failure {
@@ -78,5 +88,6 @@ struct exec_failure {
 };
 
 int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p);
+uint32_t jail_bpf_run(const uint8_t *prog, uint32_t len, const void *seccomp_data);
 
 #endif

@@ -18,6 +18,10 @@ const (
 	FlagTimeNS    Flags = 0x08 // unshare(CLONE_NEWTIME) before forking the workload
 	FlagPIDNS     Flags = 0x10 // the child is PID 1: forward signals to every process
 	FlagSetgroups Flags = 0x20 // drop supplementary groups with setgroups(0)
+	// FlagSeccompNotify: the seccomp filter can return
+	// SECCOMP_RET_USER_NOTIF, so the workload loads it with a listener and
+	// hands the listener to PID 1.
+	FlagSeccompNotify Flags = 0x40
 )
 
 // OpKind is what a mount op does.
@@ -106,6 +110,13 @@ type Plan struct {
 	Path []string
 	// Cwd is the workload's working directory.
 	Cwd string
+	// Seccomp is the BPF program (struct sock_filter[], native endian) the
+	// workload loads as its last step before execve; none when empty.
+	Seccomp []byte
+	// SeccompRules is the program PID 1 runs on each seccomp notification
+	// to find the errno to answer with; without it, every notification is
+	// a kill.
+	SeccompRules []byte
 }
 
 // FSOptions encodes mount options for Mount.Data of an OpFS mount.
@@ -130,6 +141,8 @@ const (
 	tagEnv
 	tagPath
 	tagCwd
+	tagSeccomp
+	tagSeccompRules
 )
 
 type encoder struct {
@@ -233,6 +246,22 @@ func (p *Plan) Encode() ([]byte, error) {
 	}
 	if p.Cwd != "" {
 		e.record(tagCwd, func() { e.str("working directory", p.Cwd) })
+	}
+	for _, f := range []struct {
+		tag  uint32
+		what string
+		prog []byte
+	}{{tagSeccomp, "seccomp filter", p.Seccomp}, {tagSeccompRules, "seccomp rules", p.SeccompRules}} {
+		if len(f.prog) == 0 {
+			continue
+		}
+		if len(f.prog)%8 != 0 || len(f.prog) > 8*maxBPFInsns {
+			e.err = errors.Join(e.err, fmt.Errorf("%s of %d bytes is not a BPF program", f.what, len(f.prog)))
+		}
+		e.record(f.tag, func() { e.blob(f.prog) })
+	}
+	if p.Flags&FlagSeccompNotify != 0 && len(p.Seccomp) == 0 {
+		e.err = errors.Join(e.err, errors.New("plan has a seccomp listener but no filter"))
 	}
 	if e.err != nil {
 		return nil, e.err

@@ -19,6 +19,7 @@ const (
 	planMagic    = 0x314c504a // "JPL1"
 	maxPlanBytes = 16 << 20
 	maxPlanItems = 65536
+	maxBPFInsns  = 4096 // BPF_MAXINSNS
 )
 
 // MsgType is the kind of a sync message.
@@ -32,10 +33,15 @@ const (
 	MsgExecError  MsgType = 4 // child → parent: the workload could not be executed
 	MsgStarted    MsgType = 5 // child → parent: the workload's execve succeeded
 	MsgExited     MsgType = 6 // child → parent: the workload's wait status
+	MsgSeccomp    MsgType = 7 // child → parent: the seccomp filter denied or killed a call
 )
 
-// MsgSize is the size of one sync message on the wire.
-const MsgSize = 64
+// MsgSize is the size of one sync message on the wire; stepSize of it is
+// the step name.
+const (
+	MsgSize  = 64
+	stepSize = 40
+)
 
 // Msg is one sync message.
 type Msg struct {
@@ -50,7 +56,25 @@ type Msg struct {
 	Index int32
 	// Step names the step that failed.
 	Step string
+	// PID is the calling thread of a MsgSeccomp event, in the jail's PID
+	// namespace.
+	PID int32
+	// Aux is SeccompKilled|SeccompWorkload for a MsgSeccomp event, and the
+	// number of seccomp events (reported or not) for MsgExited.
+	Aux int32
 }
+
+// Flags of a MsgSeccomp event in Msg.Aux. A MsgSeccomp event carries the
+// syscall number in Status, its audit arch in Index and the errno answered
+// in Errno (0 when the caller was killed).
+const (
+	SeccompKilled   = 1 // PID 1 killed the calling process
+	SeccompWorkload = 2 // the calling process is the workload itself
+)
+
+// MaxSeccompEvents is how many MsgSeccomp events PID 1 sends; it counts
+// the rest.
+const MaxSeccompEvents = 32
 
 // MarshalBinary encodes m as one wire message.
 func (m Msg) MarshalBinary() ([]byte, error) {
@@ -59,10 +83,12 @@ func (m Msg) MarshalBinary() ([]byte, error) {
 	binary.LittleEndian.PutUint32(b[4:], uint32(m.Errno))
 	binary.LittleEndian.PutUint32(b[8:], uint32(m.Status))
 	binary.LittleEndian.PutUint32(b[12:], uint32(m.Index))
-	if len(m.Step) > 47 {
-		return nil, fmt.Errorf("sync message step %q longer than 47 bytes", m.Step)
+	if len(m.Step) > stepSize-1 {
+		return nil, fmt.Errorf("sync message step %q longer than %d bytes", m.Step, stepSize-1)
 	}
 	copy(b[16:], m.Step)
+	binary.LittleEndian.PutUint32(b[16+stepSize:], uint32(m.PID))
+	binary.LittleEndian.PutUint32(b[20+stepSize:], uint32(m.Aux))
 	return b, nil
 }
 
@@ -75,7 +101,9 @@ func (m *Msg) UnmarshalBinary(b []byte) error {
 	m.Errno = int32(binary.LittleEndian.Uint32(b[4:]))
 	m.Status = int32(binary.LittleEndian.Uint32(b[8:]))
 	m.Index = int32(binary.LittleEndian.Uint32(b[12:]))
-	step := b[16:]
+	step := b[16 : 16+stepSize]
+	m.PID = int32(binary.LittleEndian.Uint32(b[16+stepSize:]))
+	m.Aux = int32(binary.LittleEndian.Uint32(b[20+stepSize:]))
 	for i, c := range step {
 		if c == 0 {
 			step = step[:i]
@@ -83,7 +111,7 @@ func (m *Msg) UnmarshalBinary(b []byte) error {
 		}
 	}
 	m.Step = string(step)
-	if m.Type < MsgReady || m.Type > MsgExited {
+	if m.Type < MsgReady || m.Type > MsgSeccomp {
 		return errors.New("sync message of unknown type " + fmt.Sprint(m.Type))
 	}
 	return nil
