@@ -58,11 +58,12 @@ type Cmd struct {
 
 	mu         sync.Mutex
 	end        time.Time
-	exited     *nsexec.Msg // MsgExited
-	execErr    *nsexec.Msg // MsgExecError
-	killReason Status      // timed_out or canceled, once the jail is being killed
-	group      int         // the workload's process group, when the jail shares our PID namespace
-	killSent   bool        // the caller sent SIGKILL with Signal
+	exited     *nsexec.Msg  // MsgExited
+	execErr    *nsexec.Msg  // MsgExecError
+	seccomp    []nsexec.Msg // MsgSeccomp events
+	killReason Status       // timed_out or canceled, once the jail is being killed
+	group      int          // the workload's process group, when the jail shares our PID namespace
+	killSent   bool         // the caller sent SIGKILL with Signal
 	timers     []*time.Timer
 	done       chan struct{}
 }
@@ -92,5 +93,6 @@ func (c *Cmd) newResult() *Result {
 	if c.Capture {
 		r.Output = "captured"
 	}
+	r.SeccompDenials = []SeccompDenial{}
 	return r
 }

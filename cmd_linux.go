@@ -19,6 +19,7 @@ import (
 	"github.com/jailrt/jail/internal/capture"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
+	"github.com/jailrt/jail/seccomp"
 )
 
 // stageCaps are the capabilities the child stage keeps across its exec as
@@ -291,6 +292,8 @@ func (c *Cmd) watch() {
 			c.exited, c.end = &m, time.Now()
 		case nsexec.MsgExecError:
 			c.execErr, c.end = &m, time.Now()
+		case nsexec.MsgSeccomp:
+			c.seccomp = append(c.seccomp, m)
 		case nsexec.MsgStarted:
 			if c.l.cloneflags&cloneNewPID == 0 {
 				c.group = int(m.Status)
@@ -421,11 +424,37 @@ func (c *Cmd) Wait() error {
 		r.Stdout, r.StdoutBytes, r.StdoutTruncated = c.stdout.String(), c.stdout.Total(), c.stdout.Truncated()
 		r.Stderr, r.StderrBytes, r.StderrTruncated = c.stderr.String(), c.stderr.Total(), c.stderr.Truncated()
 	}
+	seccompKilled := false
+	for _, m := range c.seccomp {
+		d := SeccompDenial{Syscall: seccomp.SyscallName(uint32(m.Index), m.Status), Action: "kill", PID: int(m.PID),
+			Workload: m.Aux&nsexec.SeccompWorkload != 0}
+		if m.Aux&nsexec.SeccompKilled == 0 {
+			d.Action = seccomp.ErrnoName(syscall.Errno(m.Errno))
+		}
+		seccompKilled = seccompKilled || d.Workload && d.Action == "kill"
+		r.SeccompDenials = append(r.SeccompDenials, d)
+	}
+	r.SeccompDenialsTotal = len(r.SeccompDenials)
+	if c.exited != nil && int(c.exited.Aux) > r.SeccompDenialsTotal {
+		r.SeccompDenialsTotal = int(c.exited.Aux)
+	}
 	switch {
+	// The kill was decided before the workload's end was known: PID 1 may
+	// still report the SIGKILL that the kill caused.
+	case c.killReason != "":
+		r.Status = c.killReason
+		r.ExitCode = ExitTimedOut
+		if c.killReason == StatusCanceled {
+			r.ExitCode = ExitSetupError
+			r.Error = &ErrorInfo{Step: "run", Message: "canceled: " + fmt.Sprint(context.Cause(c.ctx))}
+		}
 	case c.exited != nil:
 		ws := syscall.WaitStatus(c.exited.Status)
 		if ws.Signaled() {
 			r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(ws.Signal()), signalName(ws.Signal())
+			if seccompKilled && ws.Signal() == syscall.SIGKILL {
+				r.Status = StatusSeccompKilled
+			}
 		} else {
 			r.Status, r.ExitCode = StatusExited, ws.ExitStatus()
 		}
@@ -437,13 +466,6 @@ func (c *Cmd) Wait() error {
 		}
 		r.Error = &ErrorInfo{Step: err.Step, Errno: errnoName(err.Err), Message: err.Error()}
 		return err
-	case c.killReason != "":
-		r.Status = c.killReason
-		r.ExitCode = ExitTimedOut
-		if c.killReason == StatusCanceled {
-			r.ExitCode = ExitSetupError
-			r.Error = &ErrorInfo{Step: "run", Message: "canceled: " + fmt.Sprint(context.Cause(c.ctx))}
-		}
 	case c.killSent:
 		r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
 	default:

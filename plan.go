@@ -6,6 +6,7 @@ import (
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
+	"github.com/jailrt/jail/seccomp"
 )
 
 // Clone flags (linux/sched.h), spelled out so the planner builds and is
@@ -141,6 +142,22 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (*launch, error) {
 	}
 	for _, r := range s.Rlimits {
 		p.Rlimits = append(p.Rlimits, nsexec.Rlimit{Resource: rlimitResources[r.Name], Cur: r.Soft, Max: r.Hard})
+	}
+	iso.Seccomp = seccomp.None
+	if cs.seccomp != nil {
+		prog, err := seccomp.Compile(cs.seccomp, seccomp.Options{Log: s.SeccompLog})
+		if err != nil {
+			field := "seccomp"
+			if s.SeccompPolicy != nil {
+				field = "seccomp_policy"
+			}
+			return nil, &SpecError{Field: field, Value: cs.seccomp.Name, Err: err}
+		}
+		p.Seccomp, p.SeccompRules = prog.Filter, prog.Rules
+		if prog.Notify {
+			p.Flags |= nsexec.FlagSeccompNotify
+		}
+		iso.Seccomp = cs.seccomp.Name
 	}
 
 	if l.cloneflags&cloneNewNS == 0 {

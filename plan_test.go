@@ -63,8 +63,23 @@ func TestNewLaunch(t *testing.T) {
 			assert.Equal(t, uintptr(allCloneFlags), l.cloneflags, "got clone flags %#x, want %#x", l.cloneflags, allCloneFlags)
 			assert.Equal(t, Namespaces, l.iso.Namespaces)
 			assert.Empty(t, l.iso.NotEnforced)
-			want := nsexec.FlagTimeNS | nsexec.FlagLoopback | nsexec.FlagPIDNS | nsexec.FlagMountNS | nsexec.FlagRootRO | nsexec.FlagSetgroups
+			want := nsexec.FlagTimeNS | nsexec.FlagLoopback | nsexec.FlagPIDNS | nsexec.FlagMountNS | nsexec.FlagRootRO | nsexec.FlagSetgroups | nsexec.FlagSeccompNotify
 			assert.Equal(t, want, l.plan.Flags, "got flags %#x, want %#x", l.plan.Flags, want)
+		}},
+		{"default seccomp policy", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, "default", l.iso.Seccomp)
+			assert.NotEmpty(t, l.plan.Seccomp)
+			assert.Empty(t, l.plan.SeccompRules)
+			assert.NotZero(t, l.plan.Flags&nsexec.FlagSeccompNotify)
+		}},
+		{"no seccomp", Spec{Seccomp: "none"}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, "none", l.iso.Seccomp)
+			assert.Empty(t, l.plan.Seccomp)
+			assert.Zero(t, l.plan.Flags&nsexec.FlagSeccompNotify)
+		}},
+		{"seccomp log mode", Spec{Seccomp: "strict", SeccompLog: true}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, "strict", l.iso.Seccomp)
+			assert.NotEmpty(t, l.plan.SeccompRules)
 		}},
 		{"defaults", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
 			assert.Equal(t, argv, l.plan.Argv)

@@ -19,6 +19,9 @@ const (
 	// StatusCanceled: the caller canceled the run (context, signal to
 	// jail) and the jail was killed.
 	StatusCanceled Status = "canceled"
+	// StatusSeccompKilled: the seccomp policy killed the workload for a
+	// syscall; SeccompDenials names it. The signal is KILL.
+	StatusSeccompKilled Status = "seccomp_killed"
 	// StatusSetupError: the workload never ran: jail could not set up the
 	// jail, or could not execute the command; Error says where.
 	StatusSetupError Status = "setup_error"
@@ -69,10 +72,29 @@ type Result struct {
 	// StdoutTruncated and StderrTruncated say whether bytes were dropped.
 	StdoutTruncated bool `json:"stdout_truncated"`
 	StderrTruncated bool `json:"stderr_truncated"`
+	// SeccompDenials are the calls the seccomp policy killed (and, with
+	// Spec.SeccompLog, denied), in order, the first 32 of them.
+	SeccompDenials []SeccompDenial `json:"seccomp_denials"`
+	// SeccompDenialsTotal counts them all.
+	SeccompDenialsTotal int `json:"seccomp_denials_total"`
 	// Error explains a setup_error (and a canceled run), else it is null.
 	Error *ErrorInfo `json:"error"`
 	// Isolation says what was in force.
 	Isolation Isolation `json:"isolation"`
+}
+
+// SeccompDenial is one call the seccomp policy refused.
+type SeccompDenial struct {
+	// Syscall is its name, prefixed by the ABI when that is not the
+	// native one ("x86:getpid" for int 0x80).
+	Syscall string `json:"syscall"`
+	// Action is "kill", or the errno the call got ("EPERM").
+	Action string `json:"action"`
+	// PID is the calling thread, in the jail's PID namespace.
+	PID int `json:"pid"`
+	// Workload says the caller was the command itself rather than one of
+	// its children.
+	Workload bool `json:"workload"`
 }
 
 // ErrorInfo is the reason a run failed.
@@ -100,6 +122,8 @@ type Isolation struct {
 	// UIDMap and GIDMap are the user namespace's id maps.
 	UIDMap []IDMap `json:"uid_map"`
 	GIDMap []IDMap `json:"gid_map"`
+	// Seccomp is the seccomp policy in force, or "none".
+	Seccomp string `json:"seccomp"`
 	// NotEnforced lists what the Spec asked for but the run did not have,
 	// each as "what: why" (only with AllowUnenforced, or for the time
 	// namespace on kernels without it).

@@ -24,10 +24,11 @@ const schemaFile = "schema/result.schema.json"
 // schemaDefs names the schema object that describes each struct of the
 // Result document.
 var schemaDefs = map[reflect.Type]string{
-	reflect.TypeFor[Result]():    "#",
-	reflect.TypeFor[ErrorInfo](): "#/$defs/error_info",
-	reflect.TypeFor[Isolation](): "#/$defs/isolation",
-	reflect.TypeFor[IDMap]():     "#/$defs/id_map",
+	reflect.TypeFor[Result]():        "#",
+	reflect.TypeFor[ErrorInfo]():     "#/$defs/error_info",
+	reflect.TypeFor[Isolation]():     "#/$defs/isolation",
+	reflect.TypeFor[IDMap]():         "#/$defs/id_map",
+	reflect.TypeFor[SeccompDenial](): "#/$defs/seccomp_denial",
 }
 
 type jsonField struct {

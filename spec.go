@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/seccomp"
 )
 
 // Spec describes what to isolate and what to limit. It is plain data:
@@ -77,6 +78,22 @@ type Spec struct {
 	// user requires root, disabling mount requires the default Root and no
 	// Mounts.
 	DisableNamespaces []string `json:"disable_namespaces,omitempty"`
+
+	// Seccomp selects the seccomp policy: a built-in one ("default",
+	// "strict"), a policy file (a path with a slash, or ending in .yaml,
+	// .yml or .json; see the seccomp package), or "none" for no filter
+	// (trusted workloads only). Empty means "default".
+	Seccomp string `json:"seccomp,omitempty"`
+
+	// SeccompPolicy is a policy given inline, for programs that build one;
+	// Seccomp must then be empty.
+	SeccompPolicy *seccomp.Policy `json:"seccomp_policy,omitempty"`
+
+	// SeccompLog reports every call the policy denies, not only the
+	// calls that kill, in Result.SeccompDenials. Each denied call is then
+	// answered by the jail's PID 1 instead of the kernel, which costs a
+	// few microseconds per denial.
+	SeccompLog bool `json:"seccomp_log,omitempty"`
 
 	// AllowUnenforced lets the run go ahead when this host or caller cannot
 	// provide something the Spec asks for; the Result's isolation lists what
@@ -149,6 +166,7 @@ const (
 	DefaultOutputLimitBytes = 1 << 20
 	DefaultHostname         = "jail"
 	DefaultCwd              = "/tmp"
+	DefaultSeccomp          = "default"
 	MaxOutputLimitBytes     = 1 << 30
 	maxTimeout              = 7 * 24 * time.Hour
 )
@@ -223,8 +241,9 @@ func (s *Spec) Validate() error {
 // checkedSpec holds what validation resolved on the host, so that the
 // planner does not resolve it a second time.
 type checkedSpec struct {
-	root   string         // Root, absolute and without symlinks
-	mounts []mounts.Mount // Mounts with sources resolved
+	root    string          // Root, absolute and without symlinks
+	mounts  []mounts.Mount  // Mounts with sources resolved
+	seccomp *seccomp.Policy // nil for "none"
 }
 
 func (s *Spec) validate() (*checkedSpec, error) {
@@ -321,6 +340,28 @@ func (s *Spec) validate() (*checkedSpec, error) {
 	}
 	if disabled["mount"] && (s.Root != "" || len(s.Mounts) > 0) {
 		return nil, bad("disable_namespaces", "mount", "root and mounts need a mount namespace")
+	}
+	switch {
+	case s.SeccompPolicy != nil && s.Seccomp != "":
+		return nil, bad("seccomp", s.Seccomp, "cannot be given with seccomp_policy")
+	case s.SeccompPolicy != nil:
+		if err := s.SeccompPolicy.Validate(); err != nil {
+			return nil, bad("seccomp_policy", s.SeccompPolicy.Name, "%v", err)
+		}
+		cs.seccomp = s.SeccompPolicy
+	default:
+		name := s.Seccomp
+		if name == "" {
+			name = DefaultSeccomp
+		}
+		p, err := seccomp.Load(name)
+		if err != nil {
+			return nil, bad("seccomp", name, "%v", err)
+		}
+		cs.seccomp = p
+	}
+	if s.SeccompLog && cs.seccomp == nil {
+		return nil, bad("seccomp_log", "true", "needs a seccomp policy, not none")
 	}
 	return cs, nil
 }

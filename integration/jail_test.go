@@ -184,10 +184,18 @@ func TestNoControllingTerminal(t *testing.T) {
 		out, code := run(t, probeBin, "tiocsti")
 		require.Equal(t, 0, code, "the probe itself must be able to inject with a controlling tty: %s", out)
 	})
-	t.Run("TIOCSTI from a jail fails", func(t *testing.T) {
-		out, code := run(t, jailBin, "run", "--profile", "strict", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "tiocsti")
+	t.Run("TIOCSTI from a jail fails without seccomp", func(t *testing.T) {
+		// The jail's own session has no controlling terminal: the kernel
+		// refuses, whatever the filter says.
+		out, code := run(t, jailBin, "run", "--profile", "strict", "--seccomp", "none", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "tiocsti")
 		assert.Equal(t, 1, code, out)
 		assert.Contains(t, out, "errno 1 ", "EPERM")
+	})
+	t.Run("TIOCSTI from a jail is killed by seccomp", func(t *testing.T) {
+		out, code := run(t, jailBin, "run", "--profile", "strict", "--json", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "tiocsti")
+		assert.Equal(t, 137, code, out)
+		assert.Contains(t, out, `"status": "seccomp_killed"`)
+		assert.Contains(t, out, `"syscall": "ioctl"`)
 	})
 	t.Run("no tty in the jail's session", func(t *testing.T) {
 		out, code := run(t, jailBin, "run", "--profile", "strict", "--", "sh", "-c", "cut -d' ' -f7 /proc/self/stat")

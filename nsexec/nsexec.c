@@ -604,7 +604,7 @@ static void answer_notification(const struct plan *p, int lfd, pid_t workload)
 	if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, notif_req) < 0) return; /* EINTR, or the caller died: ENOENT */
 	uint32_t verdict = SECCOMP_RET_KILL_PROCESS;
 	if (p->seccomp_rules) verdict = jail_bpf_run(p->seccomp_rules, p->seccomp_rules_len, &notif_req->data);
-	int32_t err = 0, aux = 0;
+	int32_t err = 0, aux = is_workload(p, workload, (pid_t)notif_req->pid) ? SECCOMP_EV_WORKLOAD : 0;
 	if ((verdict & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO) {
 		err = (int32_t)(verdict & SECCOMP_RET_DATA);
 		memset(notif_resp, 0, notif_resp_size);
@@ -612,8 +612,7 @@ static void answer_notification(const struct plan *p, int lfd, pid_t workload)
 		notif_resp->error = -err;
 		ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, notif_resp);
 	} else {
-		aux = SECCOMP_EV_KILLED;
-		if (is_workload(p, workload, (pid_t)notif_req->pid)) aux |= SECCOMP_EV_WORKLOAD;
+		aux |= SECCOMP_EV_KILLED;
 		/* A valid id means the caller still waits in the syscall, so its
 		 * tid cannot have been reused. kill(2) of a tid ends its process. */
 		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_ID_VALID, &notif_req->id) == 0) kill((pid_t)notif_req->pid, SIGKILL);

@@ -137,7 +137,40 @@ func compile(p *Policy, o Options) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newProgram(p.Name, append(prefix, rules...), o)
+	prog, err := newProgram(p.Name, append(prefix, rules...), o)
+	if err != nil {
+		return nil, err
+	}
+	return prog, checkStartable(prog)
+}
+
+// checkStartable refuses a program that would stop jail's own last steps:
+// the workload hands the listener to PID 1 with sendmsg and then calls
+// execve, both under the filter. A notification there would wait for a
+// PID 1 that does not have the listener yet.
+func checkStartable(prog *Program) error {
+	arch, ok := nativeAuditArch[runtime.GOARCH]
+	if !ok {
+		return nil
+	}
+	needed := []string{"execve"}
+	if prog.Notify {
+		needed = append(needed, "sendmsg")
+	}
+	for _, name := range needed {
+		nr, err := SyscallNumber(name)
+		if err != nil {
+			return err
+		}
+		v, err := prog.Verdict(arch, nr, 3)
+		if err != nil {
+			return err
+		}
+		if v != RetAllow {
+			return fmt.Errorf("seccomp policy: must allow %s: jail calls it under the filter to start the command", name)
+		}
+	}
+	return nil
 }
 
 // overridingRules returns the indexes of conditional rules that libseccomp

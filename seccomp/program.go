@@ -3,6 +3,8 @@ package seccomp
 import (
 	"encoding/binary"
 	"fmt"
+
+	"golang.org/x/net/bpf"
 )
 
 // Options change how a policy is compiled.
@@ -82,4 +84,38 @@ func newProgram(name string, rules []byte, o Options) (*Program, error) {
 		p.Rules = rules
 	}
 	return p, nil
+}
+
+// Verdict runs the loaded filter on a native syscall nr with args, as the
+// kernel would, and returns its SECCOMP_RET_* value.
+func (p *Program) Verdict(arch uint32, nr int32, args ...uint64) (uint32, error) {
+	return run(p.Filter, arch, nr, args...)
+}
+
+// run interprets a seccomp program with x/net/bpf. Its loads are big
+// endian, so each 32-bit word of seccomp_data is stored big endian at the
+// offset where the kernel's native-endian struct has it.
+func run(prog []byte, arch uint32, nr int32, args ...uint64) (uint32, error) {
+	raw := make([]bpf.RawInstruction, len(prog)/insnSize)
+	for i := range raw {
+		b := prog[insnSize*i:]
+		raw[i] = bpf.RawInstruction{Op: binary.NativeEndian.Uint16(b), Jt: b[2], Jf: b[3], K: binary.NativeEndian.Uint32(b[4:])}
+	}
+	insns, ok := bpf.Disassemble(raw)
+	if !ok {
+		return 0, fmt.Errorf("seccomp: program has instructions x/net/bpf does not know")
+	}
+	vm, err := bpf.NewVM(insns)
+	if err != nil {
+		return 0, err
+	}
+	data := make([]byte, 64) // struct seccomp_data
+	binary.BigEndian.PutUint32(data[0:], uint32(nr))
+	binary.BigEndian.PutUint32(data[4:], arch)
+	for i, a := range args {
+		binary.BigEndian.PutUint32(data[16+8*i:], uint32(a))
+		binary.BigEndian.PutUint32(data[20+8*i:], uint32(a>>32))
+	}
+	ret, err := vm.Run(data)
+	return uint32(ret), err
 }

@@ -1,12 +1,10 @@
 package seccomp
 
 import (
-	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,10 +17,8 @@ type call struct {
 	args [6]uint64
 }
 
-// data lays out struct seccomp_data for x/net/bpf, whose loads are big
-// endian: each 32-bit word of the little-endian struct is stored big endian
-// at its own offset, so the VM reads the value the kernel's loads would.
-func (c call) data(t *testing.T) []byte {
+// run returns what filter returns for c, in x/net/bpf's VM.
+func (c call) run(t *testing.T, filter []byte) uint32 {
 	nr := c.nr
 	if c.name != "" {
 		var err error
@@ -33,33 +29,9 @@ func (c call) data(t *testing.T) []byte {
 	if arch == 0 {
 		arch = unix.AUDIT_ARCH_X86_64
 	}
-	b := make([]byte, 64)
-	binary.BigEndian.PutUint32(b[0:], uint32(nr))
-	binary.BigEndian.PutUint32(b[4:], arch)
-	for i, a := range c.args {
-		binary.BigEndian.PutUint32(b[16+8*i:], uint32(a))
-		binary.BigEndian.PutUint32(b[20+8*i:], uint32(a>>32))
-	}
-	return b
-}
-
-// run returns what filter returns for c.
-func run(t *testing.T, filter []byte, c call) uint32 {
-	raw := make([]bpf.RawInstruction, len(filter)/8)
-	for i := range raw {
-		raw[i] = bpf.RawInstruction{
-			Op: binary.NativeEndian.Uint16(filter[8*i:]),
-			Jt: filter[8*i+2], Jf: filter[8*i+3],
-			K: binary.NativeEndian.Uint32(filter[8*i+4:]),
-		}
-	}
-	insns, ok := bpf.Disassemble(raw)
-	require.True(t, ok, "the program has instructions x/net/bpf does not know")
-	vm, err := bpf.NewVM(insns)
+	ret, err := run(filter, arch, nr, c.args[:]...)
 	require.NoError(t, err)
-	ret, err := vm.Run(c.data(t))
-	require.NoError(t, err)
-	return uint32(ret)
+	return ret
 }
 
 func compileBuiltin(t *testing.T, name string, o Options) *Program {
@@ -147,7 +119,7 @@ func TestDefaultPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.what, func(t *testing.T) {
-			assert.Equal(t, tt.want, run(t, prog.Filter, tt.c), "got %#x, want %#x", run(t, prog.Filter, tt.c), tt.want)
+			assert.Equal(t, tt.want, tt.c.run(t, prog.Filter), "got %#x, want %#x", tt.c.run(t, prog.Filter), tt.want)
 		})
 	}
 }
@@ -171,7 +143,8 @@ func TestStrictPolicy(t *testing.T) {
 		{"clone3 falls back", call{name: "clone3"}, enosys},
 		{"io_uring_setup", call{name: "io_uring_setup"}, enosys},
 		{"socket unix", call{name: "socket", args: [6]uint64{unix.AF_UNIX}}, allow},
-		{"socket inet", call{name: "socket", args: [6]uint64{unix.AF_INET}}, eafnosup},
+		{"socket inet", call{name: "socket", args: [6]uint64{unix.AF_INET}}, allow},
+		{"socket netlink", call{name: "socket", args: [6]uint64{unix.AF_NETLINK}}, eafnosup},
 		{"socket vsock kills", call{name: "socket", args: [6]uint64{unix.AF_VSOCK}}, notify},
 		{"ioctl TIOCSTI kills", call{name: "ioctl", args: [6]uint64{0, 1<<32 | unix.TIOCSTI}}, notify},
 		{"ioctl TCGETS", call{name: "ioctl", args: [6]uint64{0, unix.TCGETS}}, allow},
@@ -182,7 +155,7 @@ func TestStrictPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.what, func(t *testing.T) {
-			got := run(t, prog.Filter, tt.c)
+			got := tt.c.run(t, prog.Filter)
 			assert.Equal(t, tt.want, got, "got %#x, want %#x", got, tt.want)
 		})
 	}
@@ -193,11 +166,11 @@ func TestStrictPolicy(t *testing.T) {
 func TestLogMode(t *testing.T) {
 	prog := compileBuiltin(t, "default", Options{Log: true})
 	require.NotNil(t, prog.Rules)
-	assert.Equal(t, notify, run(t, prog.Filter, call{name: "keyctl"}))
-	assert.Equal(t, eperm, run(t, prog.Rules, call{name: "keyctl"}))
-	assert.Equal(t, enosys, run(t, prog.Rules, call{name: "clone3"}))
-	assert.Equal(t, allow, run(t, prog.Filter, call{name: "read"}))
-	assert.Equal(t, RetKillProcess, run(t, prog.Rules, call{nr: i386Getpid, arch: unix.AUDIT_ARCH_I386}))
+	assert.Equal(t, notify, call{name: "keyctl"}.run(t, prog.Filter))
+	assert.Equal(t, eperm, call{name: "keyctl"}.run(t, prog.Rules))
+	assert.Equal(t, enosys, call{name: "clone3"}.run(t, prog.Rules))
+	assert.Equal(t, allow, call{name: "read"}.run(t, prog.Filter))
+	assert.Equal(t, RetKillProcess, call{nr: i386Getpid, arch: unix.AUDIT_ARCH_I386}.run(t, prog.Rules))
 	assert.Nil(t, compileBuiltin(t, "default", Options{}).Rules)
 }
 
@@ -215,6 +188,9 @@ func TestCompileRejects(t *testing.T) {
 		{"unknown syscall", "default_action: errno\nrules: [{names: [read, no_such_call], action: allow}]", `unknown syscall "no_such_call"`},
 		{"unknown arch", "default_action: errno\narchitectures: [pdp11]\nrules: []", `unknown architecture "pdp11"`},
 		{"native missing", "default_action: errno\narchitectures: [x86]\nrules: []", "must include the native"},
+		{"no execve", "default_action: errno\nrules: [{names: [sendmsg], action: allow}]", "must allow execve"},
+		{"no sendmsg for the listener", "default_action: kill\nrules: [{names: [execve], action: allow}]", "must allow sendmsg"},
+		{"override with lt", "default_action: errno\nrules: [{names: [execve, sendmsg, ioctl], action: allow}, {names: [ioctl], action: kill, args: [{index: 1, op: lt, value: 9}]}]", "may only use eq and masked_eq"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.what, func(t *testing.T) {
@@ -228,13 +204,13 @@ func TestCompileRejects(t *testing.T) {
 }
 
 func TestOtherArchitectures(t *testing.T) {
-	p, err := Parse([]byte("default_action: errno\narchitectures: [x86_64, x86]\nrules: [{names: [getpid], action: allow}]"))
+	p, err := Parse([]byte("default_action: errno\narchitectures: [x86_64, x86]\nrules: [{names: [getpid, execve, sendmsg], action: allow}]"))
 	require.NoError(t, err)
 	prog, err := Compile(p, Options{})
 	require.NoError(t, err)
-	assert.Equal(t, allow, run(t, prog.Filter, call{nr: i386Getpid, arch: unix.AUDIT_ARCH_I386}))
-	assert.Equal(t, allow, run(t, prog.Filter, call{nr: x86_64Getpid}))
-	assert.Equal(t, notify, run(t, prog.Filter, call{nr: x32Bit | x86_64Getpid}), "x32 is not in the list")
+	assert.Equal(t, allow, call{nr: i386Getpid, arch: unix.AUDIT_ARCH_I386}.run(t, prog.Filter))
+	assert.Equal(t, allow, call{nr: x86_64Getpid}.run(t, prog.Filter))
+	assert.Equal(t, notify, call{nr: x32Bit | x86_64Getpid}.run(t, prog.Filter), "x32 is not in the list")
 }
 
 func TestSyscallName(t *testing.T) {

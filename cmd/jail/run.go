@@ -38,6 +38,8 @@ type runFlags struct {
 	asJSON                          bool
 	report                          string
 	allowUnenforced, allowSensitive bool
+	seccomp                         string
+	seccompLog                      bool
 	noNS                            map[string]*bool
 }
 
@@ -93,6 +95,8 @@ or was not found.`,
 	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own), none (closed: /dev/null) or a FILE")
 	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
 	fl.StringVar(&f.report, "report", "", "also write the JSON result to `FILE`")
+	fl.StringVar(&f.seccomp, "seccomp", "", "seccomp policy: a built-in `NAME` (default, strict), a policy FILE, or none (see `jail seccomp list`; default: the profile's)")
+	fl.BoolVar(&f.seccompLog, "seccomp-log", false, "report every call the seccomp policy denies (seccomp_denials), not only kills")
 	fl.BoolVar(&f.allowUnenforced, "allow-unenforced", false, "run even if something asked for cannot be enforced here; the report lists it")
 	fl.BoolVar(&f.allowSensitive, "allow-sensitive-sources", false, "allow bind sources under /proc, /sys, /dev, /boot, /run, the whole /etc or /")
 	for _, ns := range jail.Namespaces {
@@ -156,6 +160,12 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 	s.Env = setEnv(env, f.env...)
 	if changed("cwd") {
 		s.Cwd = f.cwd
+	}
+	if changed("seccomp") {
+		s.Seccomp, s.SeccompPolicy = f.seccomp, nil
+	}
+	if changed("seccomp-log") {
+		s.SeccompLog = f.seccompLog
 	}
 	if changed("hostname") {
 		s.Hostname = f.hostname

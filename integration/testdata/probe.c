@@ -5,16 +5,33 @@
  *   probe open PATH r|w  open PATH for reading or writing
  *   probe fds            list the open descriptors
  *   probe env            print the environment, one per line
- *   probe echo WORDS     print the words */
+ *   probe echo WORDS     print the words
+ *   probe sys NAME [N]   make the syscall NAME (N times), as an attacker
+ *                        would; see syscalls below */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/bpf.h>
+#include <linux/io_uring.h>
+#include <linux/perf_event.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
 
 extern char **environ;
 
@@ -23,6 +40,60 @@ static int report(int r)
 	if (r < 0) { printf("errno %d %s\n", errno, strerror(errno)); return 1; }
 	printf("ok\n");
 	return 0;
+}
+
+/* int80_getpid makes getpid (20) through the ia32 entry point, which an
+ * x86_64-only filter must not let through with 32-bit numbering. */
+static long int80_getpid(void)
+{
+#if defined(__x86_64__)
+	long r;
+	__asm__ volatile("int $0x80" : "=a"(r) : "a"(20L) : "memory");
+	if (r < 0) { errno = (int)-r; return -1; }
+	return r;
+#else
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+static long clone_newuser(void)
+{
+	long pid = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+	if (pid == 0) _exit(0);
+	if (pid > 0) waitpid((pid_t)pid, NULL, 0);
+	return pid;
+}
+
+/* sys makes one syscall by name and returns what it returned. */
+static long sys(const char *name)
+{
+	char c = '#';
+	if (!strcmp(name, "keyctl")) return syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3 /* session */, 0);
+	if (!strcmp(name, "add_key")) return syscall(SYS_add_key, "user", "jail", "x", 1, -2 /* process */);
+	if (!strcmp(name, "bpf")) { union bpf_attr a; memset(&a, 0, sizeof a); return syscall(SYS_bpf, BPF_MAP_CREATE, &a, sizeof a); }
+	if (!strcmp(name, "perf_event_open")) {
+		struct perf_event_attr a = {.type = PERF_TYPE_SOFTWARE, .size = sizeof a, .config = PERF_COUNT_SW_CPU_CLOCK};
+		return syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+	}
+	if (!strcmp(name, "userfaultfd")) return syscall(SYS_userfaultfd, 0);
+	if (!strcmp(name, "io_uring_setup")) { struct io_uring_params p; memset(&p, 0, sizeof p); return syscall(SYS_io_uring_setup, 1, &p); }
+	if (!strcmp(name, "unshare-user")) return unshare(CLONE_NEWUSER);
+	if (!strcmp(name, "clone-user")) return clone_newuser();
+	if (!strcmp(name, "mount")) return mount("none", "/tmp", "tmpfs", 0, NULL);
+	if (!strcmp(name, "ptrace")) return ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+	if (!strcmp(name, "tiocsti-high")) return syscall(SYS_ioctl, 0, (1UL << 32) | TIOCSTI, &c);
+	if (!strcmp(name, "vsock")) return socket(AF_VSOCK, SOCK_STREAM, 0);
+	if (!strcmp(name, "netlink-audit")) return socket(AF_NETLINK, SOCK_RAW, 9 /* NETLINK_AUDIT */);
+	if (!strcmp(name, "open_by_handle_at")) {
+		struct { unsigned int bytes; int type; unsigned char h[8]; } fh = {8, 1, {0}};
+		return syscall(SYS_open_by_handle_at, AT_FDCWD, &fh, O_RDONLY);
+	}
+	if (!strcmp(name, "int80")) return int80_getpid();
+	if (!strcmp(name, "x32")) return syscall(0x40000000 | SYS_getpid);
+	if (!strcmp(name, "getpid")) return syscall(SYS_getpid);
+	errno = EINVAL;
+	return -2;
 }
 
 int main(int argc, char **argv)
@@ -41,6 +112,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "env")) { for (char **e = environ; *e; e++) printf("%s\n", *e); return 0; }
+	if (!strcmp(argv[1], "sys") && argc >= 3) {
+		long r = 0;
+		for (int i = 0, n = argc > 3 ? atoi(argv[3]) : 1; i < n; i++) r = sys(argv[2]);
+		if (r == -2) return 2;
+		return report(r < 0 ? -1 : 0);
+	}
 	if (!strcmp(argv[1], "echo")) { for (int i = 2; i < argc; i++) printf("%s\n", argv[i]); return 0; }
 	return 2;
 }
