@@ -144,20 +144,27 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (*launch, error) {
 		p.Rlimits = append(p.Rlimits, nsexec.Rlimit{Resource: rlimitResources[r.Name], Cur: r.Soft, Max: r.Hard})
 	}
 	iso.Seccomp = seccomp.None
-	if cs.seccomp != nil {
-		prog, err := seccomp.Compile(cs.seccomp, seccomp.Options{Log: s.SeccompLog})
-		if err != nil {
+	var prog *seccomp.Program
+	switch opts := (seccomp.Options{Log: s.SeccompLog}); {
+	case cs.seccomp != nil:
+		if prog, err = seccomp.Compile(cs.seccomp, opts); err != nil {
 			field := "seccomp"
 			if s.SeccompPolicy != nil {
 				field = "seccomp_policy"
 			}
 			return nil, &SpecError{Field: field, Value: cs.seccomp.Name, Err: err}
 		}
+	case cs.seccompName != seccomp.None:
+		if prog, err = seccomp.CompileBuiltin(cs.seccompName, opts); err != nil {
+			return nil, &SpecError{Field: "seccomp", Value: cs.seccompName, Err: err}
+		}
+	}
+	if prog != nil {
 		p.Seccomp, p.SeccompRules = prog.Filter, prog.Rules
 		if prog.Notify {
 			p.Flags |= nsexec.FlagSeccompNotify
 		}
-		iso.Seccomp = cs.seccomp.Name
+		iso.Seccomp = prog.Policy
 	}
 
 	if l.cloneflags&cloneNewNS == 0 {

@@ -243,7 +243,9 @@ func (s *Spec) Validate() error {
 type checkedSpec struct {
 	root    string          // Root, absolute and without symlinks
 	mounts  []mounts.Mount  // Mounts with sources resolved
-	seccomp *seccomp.Policy // nil for "none"
+	seccomp *seccomp.Policy // a policy file's or SeccompPolicy
+	// seccompName is the built-in policy ("none" included) when seccomp is nil.
+	seccompName string
 }
 
 func (s *Spec) validate() (*checkedSpec, error) {
@@ -350,17 +352,20 @@ func (s *Spec) validate() (*checkedSpec, error) {
 		}
 		cs.seccomp = s.SeccompPolicy
 	default:
-		name := s.Seccomp
-		if name == "" {
-			name = DefaultSeccomp
+		cs.seccompName = s.Seccomp
+		if cs.seccompName == "" {
+			cs.seccompName = DefaultSeccomp
 		}
-		p, err := seccomp.Load(name)
+		if seccomp.IsBuiltin(cs.seccompName) {
+			break // precompiled: nothing to parse
+		}
+		p, err := seccomp.Load(cs.seccompName)
 		if err != nil {
-			return nil, bad("seccomp", name, "%v", err)
+			return nil, bad("seccomp", cs.seccompName, "%v", err)
 		}
 		cs.seccomp = p
 	}
-	if s.SeccompLog && cs.seccomp == nil {
+	if s.SeccompLog && cs.seccomp == nil && cs.seccompName == seccomp.None {
 		return nil, bad("seccomp_log", "true", "needs a seccomp policy, not none")
 	}
 	return cs, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/seccomp"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -95,6 +96,14 @@ func TestSpecValidate(t *testing.T) {
 		{"unknown namespace", Spec{DisableNamespaces: []string{"net", "network"}}, "disable_namespaces[1]"},
 		{"disable mount with mounts", Spec{DisableNamespaces: []string{"mount"}, Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/x"}}}, "disable_namespaces"},
 		{"disable mount with root", Spec{DisableNamespaces: []string{"mount"}, Root: dir}, "disable_namespaces"},
+
+		{"seccomp strict", Spec{Seccomp: "strict", SeccompLog: true}, ""},
+		{"seccomp none", Spec{Seccomp: "none"}, ""},
+		{"unknown seccomp policy", Spec{Seccomp: "lenient"}, "seccomp"},
+		{"missing seccomp file", Spec{Seccomp: missing + ".yaml"}, "seccomp"},
+		{"seccomp log without a policy", Spec{Seccomp: "none", SeccompLog: true}, "seccomp_log"},
+		{"policy by name and inline", Spec{Seccomp: "strict", SeccompPolicy: &seccomp.Policy{DefaultAction: seccomp.ActAllow}}, "seccomp"},
+		{"bad inline policy", Spec{SeccompPolicy: &seccomp.Policy{DefaultAction: "deny"}}, "seccomp_policy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.spec.Validate()

@@ -116,3 +116,28 @@ func FuzzParse(f *testing.F) {
 		_, _ = Compile(p, Options{})
 	})
 }
+
+// BenchmarkCompile measures a cold compile of each built-in policy: what
+// the first jail of a process pays (later ones hit the cache).
+func BenchmarkCompile(b *testing.B) {
+	for _, name := range []string{"default", "strict"} {
+		p, err := Load(name)
+		require.NoError(b, err)
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := compile(p, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	p, err := Load("strict")
+	require.NoError(b, err)
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Compile(p, Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
