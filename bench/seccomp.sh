@@ -6,8 +6,11 @@
 #           default and strict: the filter's share of a start (compiling
 #           the policy in the parent, loading it in the child)
 #   loop    a static program making 1M getppid calls, and 100k
-#           open-read-close of a small file, under none, default and strict:
-#           the filter's cost per syscall
+#           open-read-close of a small file, under none, an allow-all
+#           filter, default and strict: the filter's cost per syscall. The
+#           allow-all filter separates what the kernel charges any filtered
+#           process (the syscall entry's seccomp path) from what a policy's
+#           program adds
 #
 # The cold compile time of each built-in policy is a Go benchmark:
 #   go test -run XXX -bench Compile ./seccomp/
@@ -39,6 +42,8 @@ if ! command -v go >/dev/null; then
 fi
 (cd "$repo" && go build -o "$tmp/benchrun" ./bench/cmd/benchrun)
 gcc -static -O2 -o "$tmp/sysloop" "$repo/bench/testdata/sysloop.c"
+printf 'description: allows everything\ndefault_action: allow\nrules: []\n' >"$tmp/allowall.yaml"
+chmod 644 "$tmp/allowall.yaml"
 if [[ -z "$jail_bin" ]]; then
 	(cd "$repo" && CGO_ENABLED=1 go build -tags osusergo,netgo \
 		-ldflags '-linkmode external -extldflags -static' -o "$tmp/jail" ./cmd/jail)
@@ -57,6 +62,7 @@ for loop in "getppid 1000000" "read 100000"; do
 	echo "== loop: sysloop $loop =="
 	"$tmp/benchrun" -n "$rounds" -w 3 -base none \
 		-c "none=$run --seccomp none -- /b/sysloop $loop" \
+		-c "allowall=$run --seccomp $tmp/allowall.yaml -- /b/sysloop $loop" \
 		-c "default=$run --seccomp default -- /b/sysloop $loop" \
 		-c "strict=$run --seccomp strict -- /b/sysloop $loop"
 done
