@@ -89,13 +89,15 @@ func newProgram(name string, rules []byte, o Options) (*Program, error) {
 // Verdict runs the loaded filter on a native syscall nr with args, as the
 // kernel would, and returns its SECCOMP_RET_* value.
 func (p *Program) Verdict(arch uint32, nr int32, args ...uint64) (uint32, error) {
-	return run(p.Filter, arch, nr, args...)
+	return Eval(p.Filter, arch, nr, args...)
 }
 
-// run interprets a seccomp program with x/net/bpf. Its loads are big
+// Eval interprets a seccomp program (struct sock_filter[], native endian)
+// with x/net/bpf, as the kernel would run it on a syscall nr of ABI arch
+// (an AUDIT_ARCH_* value) with args. x/net/bpf's loads are big
 // endian, so each 32-bit word of seccomp_data is stored big endian at the
 // offset where the kernel's native-endian struct has it.
-func run(prog []byte, arch uint32, nr int32, args ...uint64) (uint32, error) {
+func Eval(prog []byte, arch uint32, nr int32, args ...uint64) (uint32, error) {
 	raw := make([]bpf.RawInstruction, len(prog)/insnSize)
 	for i := range raw {
 		b := prog[insnSize*i:]

@@ -29,7 +29,7 @@ func (c call) run(t *testing.T, filter []byte) uint32 {
 	if arch == 0 {
 		arch = unix.AUDIT_ARCH_X86_64
 	}
-	ret, err := run(filter, arch, nr, c.args[:]...)
+	ret, err := Eval(filter, arch, nr, c.args[:]...)
 	require.NoError(t, err)
 	return ret
 }
