@@ -18,9 +18,10 @@
 //
 // The package deliberately does not try the other namespaces, cgroup
 // delegation or nftables rule sets for real: that would leave state behind or
-// take too long. Those checks report what the kernel offers, and the cgroups
-// detail says whether the caller's own cgroup directory is writable as a hint
-// for delegation.
+// take too long. Those checks report what the kernel offers; the cgroups
+// check reports cgroup.Probe: which controllers are usable, on which
+// version, by this caller, and whether attaching would be slow
+// (favordynmods).
 //
 // Parsing and verdicts are plain code tested from fixture strings; the probes
 // live in hostcheck_linux.go. On other systems Run returns a single Missing

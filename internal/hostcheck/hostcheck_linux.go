@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail/cgroup"
 )
 
 // probeTimeout bounds the user namespace probe; /bin/true exits in about a
@@ -37,7 +39,7 @@ func Run() []Feature {
 		usernsFeature(probeUserNS()),
 		namespacesFeature(nsPresent),
 		timeNSFeature(nsPresent("time")),
-		cgroupFeature(probeCgroups()),
+		cgroupFeature(cgroup.Probe()),
 		seccompFeature(probeSeccomp()),
 		checkLandlock(),
 		checkNftables(),
@@ -135,36 +137,6 @@ func readSysctl(path string) string {
 func nsPresent(ns string) bool {
 	_, err := os.Lstat(filepath.Join("/proc/self/ns", ns))
 	return err == nil
-}
-
-// probeCgroups gathers the cgroup facts. It only reads: statfs on
-// /sys/fs/cgroup, /proc/self/mountinfo, /proc/self/cgroup and the caller's
-// cgroup.controllers, plus access(2) for W_OK on the caller's cgroup.
-func probeCgroups() cgroupFacts {
-	var c cgroupFacts
-	var st unix.Statfs_t
-	rootIsCgroup2 := unix.Statfs(cgroupRoot, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
-	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		c.ReadErr = err
-		return c
-	}
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		c.ReadErr = err
-		return c
-	}
-	c.Layout = planCgroupLayout(rootIsCgroup2, parseCgroupMounts(string(mountinfo)), parseProcCgroup(string(self)))
-	if c.Layout.V2Dir != "" {
-		b, err := os.ReadFile(filepath.Join(c.Layout.V2Dir, "cgroup.controllers"))
-		c.V2Err = err
-		c.V2Controllers = strings.Fields(string(b))
-	}
-	if c.Layout.DelegationDir != "" {
-		// The path is already in the detail line, so keep the bare errno.
-		c.WritableErr = unix.Access(c.Layout.DelegationDir, unix.W_OK)
-	}
-	return c
 }
 
 // probeSeccomp gathers the seccomp facts from /proc/self/status,

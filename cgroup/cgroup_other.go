@@ -1,0 +1,44 @@
+//go:build !linux
+
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+)
+
+// errNotLinux is returned by everything on other systems.
+var errNotLinux = fmt.Errorf("cgroup: %s has no cgroups: %w", runtime.GOOS, errors.ErrUnsupported)
+
+// Probe reports that there are no cgroups.
+func Probe() Support { return Support{Err: errNotLinux} }
+
+// New returns an error matching [errors.ErrUnsupported].
+func New(Limits, Options) (*Group, error) { return nil, errNotLinux }
+
+// Prune returns an error matching [errors.ErrUnsupported].
+func Prune(Options) ([]string, error) { return nil, errNotLinux }
+
+// FD returns -1.
+func (g *Group) FD() int { return -1 }
+
+// Attach returns an error matching [errors.ErrUnsupported].
+func (g *Group) Attach(int) error { return errNotLinux }
+
+// AttachFiles returns an error matching [errors.ErrUnsupported].
+func (g *Group) AttachFiles() ([]*os.File, error) { return nil, errNotLinux }
+
+// Verify returns an error matching [errors.ErrUnsupported].
+func (g *Group) Verify(int) error { return errNotLinux }
+
+// CPUUsage returns an error matching [errors.ErrUnsupported].
+func (g *Group) CPUUsage() (time.Duration, error) { return 0, errNotLinux }
+
+// Stats returns an error matching [errors.ErrUnsupported].
+func (g *Group) Stats() (Stats, error) { return Stats{}, errNotLinux }
+
+// Destroy does nothing.
+func (g *Group) Destroy() error { return nil }
