@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/capture"
 	"github.com/jailrt/jail/nsexec"
 )
@@ -58,12 +59,13 @@ type Cmd struct {
 
 	mu         sync.Mutex
 	end        time.Time
-	exited     *nsexec.Msg  // MsgExited
-	execErr    *nsexec.Msg  // MsgExecError
-	seccomp    []nsexec.Msg // MsgSeccomp events
-	killReason Status       // timed_out or canceled, once the jail is being killed
-	group      int          // the workload's process group, when the jail shares our PID namespace
-	killSent   bool         // the caller sent SIGKILL with Signal
+	exited     *nsexec.Msg   // MsgExited
+	execErr    *nsexec.Msg   // MsgExecError
+	seccomp    []nsexec.Msg  // MsgSeccomp events
+	cg         *cgroup.Group // the run's cgroup, when the Spec has limits
+	killReason Status        // timed_out or canceled, once the jail is being killed
+	group      int           // the workload's process group, when the jail shares our PID namespace
+	killSent   bool          // the caller sent SIGKILL with Signal
 	timers     []*time.Timer
 	done       chan struct{}
 }
@@ -94,5 +96,9 @@ func (c *Cmd) newResult() *Result {
 		r.Output = "captured"
 	}
 	r.SeccompDenials = []SeccompDenial{}
+	r.LimitsHit = []string{}
+	if r.Isolation.Cgroup == "" {
+		r.Isolation.Cgroup = "none"
+	}
 	return r
 }

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/capture"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
@@ -103,6 +104,32 @@ func (c *Cmd) Start() (retErr error) {
 		return c.fail(step, err)
 	}
 	c.l = l
+	var attach []*os.File // cgroup v1 tasks files the child writes "0" to
+	if lim := c.Spec.limits(); lim != (cgroup.Limits{}) {
+		g, err := cgroup.New(lim, cgroup.Options{Parent: c.Spec.CgroupParent, AllowUnenforced: c.Spec.AllowUnenforced})
+		if err != nil {
+			return c.fail("cgroup", err)
+		}
+		c.cg = g
+		defer func() {
+			if retErr != nil {
+				_ = g.Destroy()
+			}
+		}()
+		for _, u := range g.Unenforced() {
+			l.iso.NotEnforced = append(l.iso.NotEnforced, u.String())
+		}
+		l.iso.Cgroup = map[int]string{0: "none", 1: "v1", 2: "v2"}[g.Version()]
+		if attach, err = g.AttachFiles(); err != nil {
+			return c.fail("cgroup", err)
+		}
+		defer func() {
+			for _, f := range attach {
+				f.Close()
+			}
+		}()
+		l.plan.CgroupFDs = uint32(len(attach))
+	}
 	plan, err := l.plan.Encode()
 	if err != nil {
 		return c.fail("encode plan", err)
@@ -137,8 +164,8 @@ func (c *Cmd) Start() (retErr error) {
 	ec := &exec.Cmd{
 		Path:       helper,
 		Args:       []string{nsexec.InitArg0},
-		Env:        []string{}, // the child builds the workload's environment from the plan
-		ExtraFiles: []*os.File{planR, childSync},
+		Env:        []string{},                                      // the child builds the workload's environment from the plan
+		ExtraFiles: append([]*os.File{planR, childSync}, attach...), // fds 3, 4, then nsexec.CgroupFD...
 		Stdin:      c.Stdin,
 		Stdout:     c.Stdout,
 		Stderr:     c.Stderr,
@@ -146,6 +173,10 @@ func (c *Cmd) Start() (retErr error) {
 			Cloneflags: l.cloneflags,
 			Pdeathsig:  syscall.SIGKILL,
 		},
+	}
+	if c.cg != nil && c.cg.FD() >= 0 {
+		// clone3(CLONE_INTO_CGROUP): in the group from its first instruction.
+		ec.SysProcAttr.UseCgroupFD, ec.SysProcAttr.CgroupFD = true, c.cg.FD()
 	}
 	if c.Capture {
 		c.stdout, c.stderr = capture.New(c.Spec.outputLimit()), capture.New(c.Spec.outputLimit())
@@ -211,13 +242,25 @@ func (c *Cmd) Start() (retErr error) {
 		}
 		return c.fail("init", c.deathError("before it was ready", err))
 	}
-	// Cgroup attachment (issue #3) belongs here, while the child waits.
+	if c.cg != nil {
+		// Fail closed: the child joined its v1 hierarchies itself.
+		if err := c.cg.Verify(ec.Process.Pid); err != nil {
+			c.kill(syscall.SIGKILL)
+			<-c.waitc
+			c.stopTimers()
+			c.sync.Close()
+			return c.fail("cgroup", err)
+		}
+	}
 	c.begin = time.Now()
 	if err := c.send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
 		c.log().Debug("send go", "err", err)
 	}
 	c.monitor = make(chan struct{})
 	go c.watch()
+	if t := time.Duration(c.Spec.CPUTime); t > 0 {
+		go c.watchCPUTime(t)
+	}
 	c.log().Info("jail started", "pid", ec.Process.Pid, "namespaces", strings.Join(l.iso.Namespaces, ","))
 	return nil
 }
@@ -300,6 +343,29 @@ func (c *Cmd) watch() {
 			}
 		}
 		c.mu.Unlock()
+	}
+}
+
+// cpuPoll is how often the CPU time limit is checked; a jail overshoots
+// it by at most its number of running threads times this.
+const cpuPoll = 10 * time.Millisecond
+
+// watchCPUTime kills the jail once its cgroup has used limit of CPU time.
+func (c *Cmd) watchCPUTime(limit time.Duration) {
+	t := time.NewTicker(cpuPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			used, err := c.cg.CPUUsage()
+			if err != nil || used < limit {
+				continue
+			}
+			c.terminate(StatusCPUTimeExceeded)
+			return
+		}
 	}
 }
 
@@ -420,6 +486,38 @@ func (c *Cmd) Wait() error {
 			r.MaxRSSBytes = ru.Maxrss * 1024
 		}
 	}
+	oomKilled := false
+	if c.cg != nil {
+		if st, err := c.cg.Stats(); err == nil {
+			if st.CPU != nil {
+				r.CPUUserMS, r.CPUSystemMS = st.CPU.User.Milliseconds(), st.CPU.System.Milliseconds()
+			}
+			if st.Memory != nil {
+				r.MemoryPeakBytes, r.OOMKills = st.Memory.PeakBytes, st.Memory.OOMKills
+				oomKilled = st.Memory.OOMKills > 0
+				if oomKilled || st.Memory.MaxHits > 0 {
+					r.LimitsHit = append(r.LimitsHit, "memory")
+				}
+			}
+			if st.Pids != nil {
+				r.PidsPeak = st.Pids.Peak
+				if st.Pids.MaxHits > 0 {
+					r.LimitsHit = append(r.LimitsHit, "pids")
+				}
+			}
+		} else {
+			c.log().Warn("cgroup stats", "err", err)
+		}
+		if err := c.cg.Destroy(); err != nil {
+			c.log().Warn("cgroup destroy", "err", err)
+		}
+	}
+	switch c.killReason {
+	case StatusTimedOut:
+		r.LimitsHit = append([]string{"timeout"}, r.LimitsHit...)
+	case StatusCPUTimeExceeded:
+		r.LimitsHit = append([]string{"cpu_time"}, r.LimitsHit...)
+	}
 	if c.Capture {
 		r.Stdout, r.StdoutBytes, r.StdoutTruncated = c.stdout.String(), c.stdout.Total(), c.stdout.Truncated()
 		r.Stderr, r.StderrBytes, r.StderrTruncated = c.stderr.String(), c.stderr.Total(), c.stderr.Truncated()
@@ -452,8 +550,11 @@ func (c *Cmd) Wait() error {
 		ws := syscall.WaitStatus(c.exited.Status)
 		if ws.Signaled() {
 			r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(ws.Signal()), signalName(ws.Signal())
-			if seccompKilled && ws.Signal() == syscall.SIGKILL {
+			switch {
+			case seccompKilled && ws.Signal() == syscall.SIGKILL:
 				r.Status = StatusSeccompKilled
+			case oomKilled && ws.Signal() == syscall.SIGKILL:
+				r.Status = StatusOOMKilled
 			}
 		} else {
 			r.Status, r.ExitCode = StatusExited, ws.ExitStatus()
@@ -466,6 +567,9 @@ func (c *Cmd) Wait() error {
 		}
 		r.Error = &ErrorInfo{Step: err.Step, Errno: errnoName(err.Err), Message: err.Error()}
 		return err
+	case oomKilled:
+		// memory.oom.group took PID 1 with the workload, before its report.
+		r.Status, r.ExitCode, r.Signal = StatusOOMKilled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
 	case c.killSent:
 		r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
 	default:

@@ -22,6 +22,13 @@ const (
 	// StatusSeccompKilled: the seccomp policy killed the workload for a
 	// syscall; SeccompDenials names it. The signal is KILL.
 	StatusSeccompKilled Status = "seccomp_killed"
+	// StatusOOMKilled: the jail ran out of its memory limit and the
+	// kernel's OOM killer killed the workload (on cgroup v2, the whole
+	// jail).
+	StatusOOMKilled Status = "oom_killed"
+	// StatusCPUTimeExceeded: the jail used up its CPU time limit and was
+	// killed.
+	StatusCPUTimeExceeded Status = "cpu_time_exceeded"
 	// StatusSetupError: the workload never ran: jail could not set up the
 	// jail, or could not execute the command; Error says where.
 	StatusSetupError Status = "setup_error"
@@ -29,7 +36,7 @@ const (
 
 // Exit codes of `jail run` besides the workload's own.
 const (
-	ExitTimedOut      = 124 // as timeout(1)
+	ExitTimedOut      = 124 // as timeout(1); also when the CPU time limit is used up
 	ExitSetupError    = 125 // jail itself failed, or bad input
 	ExitNotExecutable = 126
 	ExitNotFound      = 127
@@ -52,8 +59,8 @@ type Result struct {
 	// WallTimeMS is the wall time from the workload's start to its end.
 	WallTimeMS int64 `json:"wall_time_ms"`
 	// CPUUserMS and CPUSystemMS are the CPU time of every process of the
-	// jail, the child stage included (getrusage of the jail's PID 1 and all
-	// it reaped).
+	// jail, the child stage included: from the jail's cgroup when it has
+	// one, else getrusage of the jail's PID 1 and all it reaped.
 	CPUUserMS   int64 `json:"cpu_user_ms"`
 	CPUSystemMS int64 `json:"cpu_system_ms"`
 	// MaxRSSBytes is the largest resident set of any single process of
@@ -72,6 +79,20 @@ type Result struct {
 	// StdoutTruncated and StderrTruncated say whether bytes were dropped.
 	StdoutTruncated bool `json:"stdout_truncated"`
 	StderrTruncated bool `json:"stderr_truncated"`
+	// MemoryPeakBytes is the most memory the jail's processes used at
+	// once, from its cgroup; null without a cgroup memory controller or
+	// where the kernel does not say.
+	MemoryPeakBytes *int64 `json:"memory_peak_bytes"`
+	// PidsPeak is the most processes and threads the jail had at once,
+	// from its cgroup; null without a pids controller or where the kernel
+	// does not say.
+	PidsPeak *int64 `json:"pids_peak"`
+	// OOMKills counts the processes the OOM killer killed in the jail.
+	OOMKills int64 `json:"oom_kills"`
+	// LimitsHit names each limit the jail ran into, the one that ended the
+	// run first: "timeout", "cpu_time", "memory" (an OOM kill; or only
+	// refused allocations) and "pids" (refused forks).
+	LimitsHit []string `json:"limits_hit"`
 	// SeccompDenials are the calls the seccomp policy killed (and, with
 	// Spec.SeccompLog, denied), in order, the first 32 of them.
 	SeccompDenials []SeccompDenial `json:"seccomp_denials"`
@@ -122,6 +143,9 @@ type Isolation struct {
 	// UIDMap and GIDMap are the user namespace's id maps.
 	UIDMap []IDMap `json:"uid_map"`
 	GIDMap []IDMap `json:"gid_map"`
+	// Cgroup is "v2", "v1" (some limit uses a cgroup v1 hierarchy) or
+	// "none" (the Spec has no cgroup limits).
+	Cgroup string `json:"cgroup"`
 	// Seccomp is the seccomp policy in force, or "none".
 	Seccomp string `json:"seccomp"`
 	// NotEnforced lists what the Spec asked for but the run did not have,

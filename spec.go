@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/seccomp"
 )
@@ -78,6 +79,39 @@ type Spec struct {
 	// user requires root, disabling mount requires the default Root and no
 	// Mounts.
 	DisableNamespaces []string `json:"disable_namespaces,omitempty"`
+
+	// MemoryMaxBytes caps the memory of every process of the jail together
+	// (cgroup memory.max, or memory.limit_in_bytes on v1); an allocation
+	// beyond it wakes the OOM killer, which on cgroup v2 kills the whole
+	// jail, and the status is oom_killed. At least 1 MiB; 0 means no limit.
+	MemoryMaxBytes int64 `json:"memory_max_bytes,omitempty"`
+
+	// SwapMaxBytes is the swap the jail may use beyond MemoryMaxBytes; with
+	// a memory limit, 0 means none.
+	SwapMaxBytes int64 `json:"swap_max_bytes,omitempty"`
+
+	// PidsMax caps the processes and threads of the jail (pids.max): a
+	// fork bomb gets EAGAIN. 0 means no limit.
+	PidsMax int64 `json:"pids_max,omitempty"`
+
+	// CPUs is the CPU bandwidth of the jail in CPUs (cpu.max): 0.5 lets it
+	// run half of each 100 ms. 0 means no limit.
+	CPUs float64 `json:"cpus,omitempty"`
+
+	// CPUWeight and IOWeight are the jail's shares of contended CPU and
+	// block I/O, 1 to 10000 (100 is the default), as cgroup v2 counts them.
+	CPUWeight uint64 `json:"cpu_weight,omitempty"`
+	IOWeight  uint64 `json:"io_weight,omitempty"`
+
+	// CPUTime is the CPU time all processes of the jail may use together,
+	// read from the cgroup (unlike RLIMIT_CPU, which counts each process
+	// alone); when it is used up, the jail is killed and the status is
+	// cpu_time_exceeded. 0 means no limit.
+	CPUTime Duration `json:"cpu_time,omitempty"`
+
+	// CgroupParent is the cgroup to create the jail's cgroup in, instead
+	// of the cgroup jail runs in (see the cgroup package's Options.Parent).
+	CgroupParent string `json:"cgroup_parent,omitempty"`
 
 	// Seccomp selects the seccomp policy: a built-in one ("default",
 	// "strict"), a policy file (a path with a slash, or ending in .yaml,
@@ -343,6 +377,13 @@ func (s *Spec) validate() (*checkedSpec, error) {
 	if disabled["mount"] && (s.Root != "" || len(s.Mounts) > 0) {
 		return nil, bad("disable_namespaces", "mount", "root and mounts need a mount namespace")
 	}
+	if err := s.limits().Validate(); err != nil {
+		var le *cgroup.LimitError
+		if errors.As(err, &le) {
+			return nil, bad(limitFields[le.Field], le.Value, "%s", le.Reason)
+		}
+		return nil, bad("limits", "", "%v", err)
+	}
 	switch {
 	case s.SeccompPolicy != nil && s.Seccomp != "":
 		return nil, bad("seccomp", s.Seccomp, "cannot be given with seccomp_policy")
@@ -420,4 +461,16 @@ func (s *Spec) searchPath() []string {
 		}
 	}
 	return []string{"/usr/local/bin", "/usr/bin", "/bin"} // execvp(3)'s default
+}
+
+// limits are the Spec's cgroup limits.
+func (s *Spec) limits() cgroup.Limits {
+	return cgroup.Limits{MemoryMaxBytes: s.MemoryMaxBytes, SwapMaxBytes: s.SwapMaxBytes, PidsMax: s.PidsMax,
+		CPUs: s.CPUs, CPUWeight: s.CPUWeight, IOWeight: s.IOWeight, CPUTime: time.Duration(s.CPUTime)}
+}
+
+// limitFields maps cgroup.Limits fields to the Spec's JSON names.
+var limitFields = map[string]string{
+	"MemoryMaxBytes": "memory_max_bytes", "SwapMaxBytes": "swap_max_bytes", "PidsMax": "pids_max",
+	"CPUs": "cpus", "CPUWeight": "cpu_weight", "IOWeight": "io_weight", "CPUTime": "cpu_time",
 }

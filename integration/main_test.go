@@ -108,10 +108,32 @@ func testMain(m *testing.M) int {
 }
 
 // hostState summarises what a jail must never leave behind on the host:
-// mounts in the host's mount namespace and jail processes.
+// mounts in the host's mount namespace, jail processes and cgroups.
 func hostState() string {
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	return fmt.Sprintf("mounts=%d jail-processes=%v", bytes.Count(mi, []byte("\n")), ourInits())
+	return fmt.Sprintf("mounts=%d jail-processes=%v cgroups=%v", bytes.Count(mi, []byte("\n")), ourInits(), jailCgroups())
+}
+
+// jailCgroups lists the per-run cgroups ("jail-*") below this process's
+// own cgroup in every hierarchy, where jail creates them.
+func jailCgroups() []string {
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	var found []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		dirs := []string{"/sys/fs/cgroup" + parts[2], "/sys/fs/cgroup/unified" + parts[2]}
+		if parts[1] != "" {
+			dirs = []string{"/sys/fs/cgroup/" + strings.TrimPrefix(parts[1], "name=") + parts[2]}
+		}
+		for _, d := range dirs {
+			m, _ := filepath.Glob(filepath.Join(d, "jail-*"))
+			found = append(found, m...)
+		}
+	}
+	return found
 }
 
 // ourInits returns the pids of jail:init processes of this suite's jail

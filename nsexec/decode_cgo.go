@@ -59,6 +59,9 @@ var cConstants = map[string]int64{
 	"SECCOMP_EV_WORKLOAD": C.SECCOMP_EV_WORKLOAD,
 	"MAX_SECCOMP_EVENTS":  C.MAX_SECCOMP_EVENTS,
 	"BPF_MAX_INSNS":       C.BPF_MAX_INSNS,
+	"CGROUP_FD":           C.CGROUP_FD,
+	"MAX_CGROUP_FDS":      C.MAX_CGROUP_FDS,
+	"TAG_CGROUP_FDS":      C.TAG_CGROUP_FDS,
 }
 
 func gostr(s *C.char) string {
@@ -106,6 +109,7 @@ func cDecode(b []byte) (*Plan, error) {
 	for _, m := range unsafe.Slice(p.mounts, p.nmounts) {
 		out.Mounts = append(out.Mounts, gomount(&m))
 	}
+	out.CgroupFDs = uint32(p.cgroup_fds)
 	if p.seccomp != nil {
 		out.Seccomp = C.GoBytes(unsafe.Pointer(p.seccomp), C.int(p.seccomp_len))
 	}

@@ -11,6 +11,8 @@
 #define INIT_ARG0 "jail:init"
 #define PLAN_FD 3 /* read end of the plan pipe */
 #define SYNC_FD 4 /* our end of the SOCK_SEQPACKET sync socket */
+#define CGROUP_FD 5 /* the first cgroup v1 "tasks" file to write "0" to */
+#define MAX_CGROUP_FDS 16
 
 #define PLAN_MAGIC 0x314c504aU /* "JPL1" little endian */
 #define PLAN_MAX_BYTES (16U << 20)
@@ -27,7 +29,7 @@
 
 /* record tags */
 enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD,
-       TAG_SECCOMP, TAG_SECCOMP_RULES };
+       TAG_SECCOMP, TAG_SECCOMP_RULES, TAG_CGROUP_FDS };
 #define BPF_MAX_INSNS 4096
 
 /* mount op kinds and flags */
@@ -64,6 +66,7 @@ struct plan {
 	size_t nmounts, nargs, nenv, npath, nrlimits;
 	const uint8_t *seccomp, *seccomp_rules; /* struct sock_filter[], maybe unaligned */
 	uint32_t seccomp_len, seccomp_rules_len; /* in bytes */
+	uint32_t cgroup_fds; /* cgroup tasks files at CGROUP_FD... */
 };
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */

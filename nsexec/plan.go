@@ -113,6 +113,11 @@ type Plan struct {
 	// Seccomp is the BPF program (struct sock_filter[], native endian) the
 	// workload loads as its last step before execve; none when empty.
 	Seccomp []byte
+	// CgroupFDs is how many cgroup v1 "tasks" files the child inherits at
+	// fds CgroupFD, CgroupFD+1...; it writes "0" to each as its first step,
+	// which moves it, single-threaded, into the run's cgroup without the
+	// RCU grace period a move by pid waits for.
+	CgroupFDs uint32
 	// SeccompRules is the program PID 1 runs on each seccomp notification
 	// to find the errno to answer with; without it, every notification is
 	// a kill.
@@ -143,6 +148,7 @@ const (
 	tagCwd
 	tagSeccomp
 	tagSeccompRules
+	tagCgroupFDs
 )
 
 type encoder struct {
@@ -259,6 +265,12 @@ func (p *Plan) Encode() ([]byte, error) {
 			e.err = errors.Join(e.err, fmt.Errorf("%s of %d bytes is not a BPF program", f.what, len(f.prog)))
 		}
 		e.record(f.tag, func() { e.blob(f.prog) })
+	}
+	if p.CgroupFDs > 0 {
+		if p.CgroupFDs > maxCgroupFDs {
+			e.err = errors.Join(e.err, fmt.Errorf("plan has %d cgroup files, more than %d", p.CgroupFDs, maxCgroupFDs))
+		}
+		e.record(tagCgroupFDs, func() { e.u32(p.CgroupFDs) })
 	}
 	if p.Flags&FlagSeccompNotify != 0 && len(p.Seccomp) == 0 {
 		e.err = errors.Join(e.err, errors.New("plan has a seccomp listener but no filter"))

@@ -40,6 +40,9 @@ func TestConstantsMatchC(t *testing.T) {
 		"SECCOMP_EV_WORKLOAD": SeccompWorkload,
 		"MAX_SECCOMP_EVENTS":  MaxSeccompEvents,
 		"BPF_MAX_INSNS":       maxBPFInsns,
+		"CGROUP_FD":           CgroupFD,
+		"MAX_CGROUP_FDS":      maxCgroupFDs,
+		"TAG_CGROUP_FDS":      tagCgroupFDs,
 	}
 	assert.Equal(t, want, cConstants)
 }
@@ -65,6 +68,7 @@ func samplePlan() *Plan {
 		// RET ALLOW; and RET ERRNO|EPERM as the rules.
 		Seccomp:      []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f},
 		SeccompRules: []byte{6, 0, 0, 0, 1, 0, 5, 0},
+		CgroupFDs:    2,
 	}
 }
 

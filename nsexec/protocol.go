@@ -15,6 +15,9 @@ const (
 	PlanFD = 3
 	// SyncFD is the child's end of the sync socket.
 	SyncFD = 4
+	// CgroupFD is the child's first cgroup "tasks" file (Plan.CgroupFDs).
+	CgroupFD     = 5
+	maxCgroupFDs = 16
 
 	planMagic    = 0x314c504a // "JPL1"
 	maxPlanBytes = 16 << 20

@@ -33,6 +33,12 @@ type runFlags struct {
 	uid, gid, hostUID, hostGID      string
 	timeout, killGrace              time.Duration
 	outputLimit, tmpSize            string
+	memory, swap                    string
+	pids                            int64
+	cpus                            float64
+	cpuWeight, ioWeight             uint64
+	cpuTime                         time.Duration
+	cgroupParent                    string
 	rlimits                         []string
 	stdin                           string
 	asJSON                          bool
@@ -91,6 +97,14 @@ or was not found.`,
 	fl.DurationVar(&f.killGrace, "kill-grace", 0, "at the timeout send SIGTERM first and SIGKILL after this long")
 	fl.StringVar(&f.outputLimit, "output-limit", "", "bytes of stdout and of stderr kept with --json (head and tail), e.g. 1M")
 	fl.StringVar(&f.tmpSize, "tmp-size", "", "size of the jail's /tmp, e.g. 64M")
+	fl.StringVar(&f.memory, "memory", "", "memory limit of the whole jail (cgroup), e.g. 256M; beyond it the OOM killer ends the run (oom_killed)")
+	fl.StringVar(&f.swap, "swap", "", "swap the jail may use beyond --memory (default: none)")
+	fl.Int64Var(&f.pids, "pids", 0, "most processes and threads the jail may have at once (cgroup pids.max)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPU bandwidth in CPUs, e.g. 0.5 (cgroup cpu.max)")
+	fl.Uint64Var(&f.cpuWeight, "cpu-weight", 0, "share of contended CPU, 1-10000 (100 is the default)")
+	fl.Uint64Var(&f.ioWeight, "io-weight", 0, "share of contended block I/O, 1-10000 (100 is the default)")
+	fl.DurationVar(&f.cpuTime, "cpu-time", 0, "CPU time all processes of the jail may use together, e.g. 5s; then it is killed (cpu_time_exceeded)")
+	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "create the jail's cgroup under `CGROUP` instead of jail's own cgroup (relative, /absolute, or a /sys/fs/cgroup/... directory)")
 	fl.StringArrayVar(&f.rlimits, "rlimit", nil, "resource limit `NAME=SOFT[:HARD]`, e.g. nofile=256 or stack=8388608:unlimited (repeatable)")
 	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own), none (closed: /dev/null) or a FILE")
 	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
@@ -197,7 +211,8 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 	for _, sz := range []struct {
 		flag, val string
 		dst       *int64
-	}{{"output-limit", f.outputLimit, &s.OutputLimitBytes}, {"tmp-size", f.tmpSize, &s.TmpSizeBytes}} {
+	}{{"output-limit", f.outputLimit, &s.OutputLimitBytes}, {"tmp-size", f.tmpSize, &s.TmpSizeBytes},
+		{"memory", f.memory, &s.MemoryMaxBytes}, {"swap", f.swap, &s.SwapMaxBytes}} {
 		if sz.val == "" {
 			continue
 		}
@@ -206,6 +221,27 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 			return s, usageError("--%s %q: %v", sz.flag, sz.val, err)
 		}
 		*sz.dst = n
+	}
+	if changed("pids") {
+		s.PidsMax = f.pids
+	}
+	if changed("cpus") {
+		s.CPUs = f.cpus
+	}
+	if changed("cpu-weight") {
+		s.CPUWeight = f.cpuWeight
+	}
+	if changed("io-weight") {
+		s.IOWeight = f.ioWeight
+	}
+	if changed("cpu-time") {
+		if f.cpuTime < 0 {
+			return s, usageError("--cpu-time %s: must not be negative", f.cpuTime)
+		}
+		s.CPUTime = jail.Duration(f.cpuTime)
+	}
+	if changed("cgroup-parent") {
+		s.CgroupParent = f.cgroupParent
 	}
 	for _, r := range f.rlimits {
 		rl, err := parseRlimit(r)

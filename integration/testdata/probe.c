@@ -7,7 +7,9 @@
  *   probe env            print the environment, one per line
  *   probe echo WORDS     print the words
  *   probe sys NAME [N]   make the syscall NAME (N times), as an attacker
- *                        would; see syscalls below */
+ *                        would; see syscalls below
+ *   probe hog MB         allocate and touch MB mebibytes, 1 MiB at a time
+ *   probe spin N         spin on N threads forever */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <linux/bpf.h>
 #include <linux/io_uring.h>
 #include <linux/perf_event.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -96,6 +99,13 @@ static long sys(const char *name)
 	return -2;
 }
 
+static void *spin(void *arg)
+{
+	(void)arg;
+	for (volatile unsigned long i = 0;; i++);
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) return 2;
@@ -117,6 +127,21 @@ int main(int argc, char **argv)
 		for (int i = 0, n = argc > 3 ? atoi(argv[3]) : 1; i < n; i++) r = sys(argv[2]);
 		if (r == -2) return 2;
 		return report(r < 0 ? -1 : 0);
+	}
+	if (!strcmp(argv[1], "hog") && argc == 3) {
+		for (long i = 0, n = atol(argv[2]); i < n; i++) {
+			char *p = malloc(1 << 20);
+			if (!p) return report(-1);
+			memset(p, 1, 1 << 20);
+		}
+		return report(0);
+	}
+	if (!strcmp(argv[1], "spin") && argc == 3) {
+		for (int i = 1, n = atoi(argv[2]); i < n; i++) {
+			pthread_t t;
+			if (pthread_create(&t, NULL, spin, NULL) != 0) return report(-1);
+		}
+		spin(NULL);
 	}
 	if (!strcmp(argv[1], "echo")) { for (int i = 2; i < argc; i++) printf("%s\n", argv[i]); return 0; }
 	return 2;

@@ -1,0 +1,146 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail"
+)
+
+// The cgroup tests run on this host (cgroup v1 here) and, through
+// integration/vm, in a pure cgroup v2 VM: keep their names TestCgroup* and
+// their tools to sh and probe.
+
+// cgroupRun runs the static probe in a jail with limits, as JSON. As the
+// unprivileged user without a delegated cgroup, limits are refused: that
+// case has its own test, and here the run goes ahead with --allow-unenforced
+// only where a test says so.
+func cgroupRun(t *testing.T, flags ...string) jail.Result {
+	t.Helper()
+	res, _ := runJSON(t, append([]string{"--profile", "strict", "--ro-bind", binDir + ":/probe"}, flags...)...)
+	return res
+}
+
+func requireCgroups(t *testing.T) {
+	t.Helper()
+	if unprivileged {
+		t.Skip("the unprivileged user has no delegated cgroup here; TestCgroupRefusedWithoutDelegation covers it")
+	}
+}
+
+// TestCgroupMemoryOOM: a hog that wants 1 GiB under a 64 MiB limit is
+// OOM-killed, the report says so, and the peak is at the limit.
+func TestCgroupMemoryOOM(t *testing.T) {
+	requireCgroups(t)
+	res := cgroupRun(t, "--memory", "64M", "--", "/probe/probe", "hog", "1024")
+	assert.Equal(t, jail.StatusOOMKilled, res.Status)
+	assert.Equal(t, 137, res.ExitCode)
+	assert.Equal(t, "KILL", res.Signal)
+	assert.GreaterOrEqual(t, res.OOMKills, int64(1))
+	assert.Equal(t, "memory", firstOf(res.LimitsHit))
+	if assert.NotNil(t, res.MemoryPeakBytes, "the kernel reports a peak (memory.peak, Linux 5.19; v1 max_usage_in_bytes)") {
+		const limit = 64 << 20
+		assert.LessOrEqual(t, *res.MemoryPeakBytes, int64(limit+16*4096), "got peak %d, want at most the limit and a few pages", *res.MemoryPeakBytes)
+		assert.GreaterOrEqual(t, *res.MemoryPeakBytes, int64(limit*9/10), "got peak %d, want close to the limit", *res.MemoryPeakBytes)
+	}
+	assert.NotEqual(t, "none", res.Isolation.Cgroup)
+}
+
+// TestCgroupPidsForkBomb: a fork bomb never has more tasks than pids.max,
+// and the run ends (by its own exit or the timeout) with nothing left.
+func TestCgroupPidsForkBomb(t *testing.T) {
+	requireCgroups(t)
+	res := cgroupRun(t, "--pids", "32", "--timeout", "3s", "--", "sh", "-c", "b() { b | b & }; b 2>/dev/null; sleep 5")
+	assert.Contains(t, []jail.Status{jail.StatusExited, jail.StatusTimedOut, jail.StatusSignaled}, res.Status)
+	assert.Contains(t, res.LimitsHit, "pids")
+	if res.PidsPeak != nil {
+		assert.LessOrEqual(t, *res.PidsPeak, int64(32))
+	}
+	requireGone(t, "b | b")
+}
+
+// TestCgroupCPUs: a spinner under half a CPU for 2 s of wall time gets
+// about 1 s of CPU.
+func TestCgroupCPUs(t *testing.T) {
+	requireCgroups(t)
+	res := cgroupRun(t, "--cpus", "0.5", "--timeout", "2s", "--", "/probe/probe", "spin", "2")
+	assert.Equal(t, jail.StatusTimedOut, res.Status)
+	cpu := res.CPUUserMS + res.CPUSystemMS
+	assert.InDelta(t, 1000, cpu, 200, "got %d ms of CPU in 2 s under --cpus 0.5, want 1000 ± 20%%", cpu)
+}
+
+// TestCgroupCPUTime: four spinning threads are stopped once the jail has
+// used 1 s of CPU in all, by the cgroup's count.
+func TestCgroupCPUTime(t *testing.T) {
+	requireCgroups(t)
+	res := cgroupRun(t, "--cpu-time", "1s", "--timeout", "20s", "--", "/probe/probe", "spin", "4")
+	assert.Equal(t, jail.StatusCPUTimeExceeded, res.Status)
+	assert.Equal(t, jail.ExitTimedOut, res.ExitCode)
+	assert.Equal(t, []string{"cpu_time"}, res.LimitsHit)
+	cpu := res.CPUUserMS + res.CPUSystemMS
+	assert.GreaterOrEqual(t, cpu, int64(1000))
+	assert.LessOrEqual(t, cpu, int64(1250), "got %d ms of CPU, want the limit plus at most a poll interval per thread", cpu)
+	assert.Less(t, res.WallTimeMS, int64(10000))
+}
+
+// TestCgroupRefusedWithoutDelegation: a limit this caller cannot enforce
+// refuses the run with one line that names it and the fix, unless
+// --allow-unenforced, and then the report lists it. As root, the same
+// run has the limit.
+func TestCgroupRefusedWithoutDelegation(t *testing.T) {
+	if !unprivileged {
+		res := cgroupRun(t, "--memory", "64M", "--", "true")
+		assert.Equal(t, jail.StatusExited, res.Status)
+		assert.NotEqual(t, "none", res.Isolation.Cgroup)
+		assert.Empty(t, res.Isolation.NotEnforced)
+		return
+	}
+	r := runJail(t, "run", "--memory", "64M", "--", "true")
+	assert.Equal(t, jail.ExitSetupError, r.code)
+	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	assert.Contains(t, r.stderr, "cannot enforce memory")
+	assert.Contains(t, r.stderr, "fix:")
+	res := cgroupRun(t, "--memory", "64M", "--allow-unenforced", "--", "true")
+	assert.Equal(t, jail.StatusExited, res.Status)
+	require.NotEmpty(t, res.Isolation.NotEnforced)
+	assert.True(t, strings.HasPrefix(res.Isolation.NotEnforced[0], "memory: "), res.Isolation.NotEnforced[0])
+}
+
+// TestCgroupManyRuns: 200 runs back to back and 50 at once, each with a
+// cgroup: no failure, no EBUSY, and no cgroup left (TestMain checks the
+// host after the suite; this checks right away).
+func TestCgroupManyRuns(t *testing.T) {
+	requireCgroups(t)
+	for i := range 200 {
+		r := runJail(t, "run", "--memory", "32M", "--pids", "16", "--", "true")
+		require.Equal(t, 0, r.code, "run %d: %s", i, r.stderr)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 50)
+	for i := range 50 {
+		wg.Go(func() {
+			r := runJail(t, "run", "--memory", "32M", "--pids", "16", "--", "true")
+			if r.code != 0 {
+				errs <- fmt.Sprintf("parallel run %d: exit %d: %s", i, r.code, r.stderr)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	assert.Empty(t, jailCgroups(), "cgroups left behind")
+}
+
+func firstOf(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
