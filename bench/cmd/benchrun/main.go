@@ -93,6 +93,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Int("w", 20, "warm-up rounds (run, not recorded)")
 	base := fs.String("base", "", "baseline contender for the ratios (default: the first)")
 	csvPath := fs.String("csv", "", "write raw samples to `FILE` as CSV")
+	idle := fs.Duration("idle", 0, "sleep this long before each run, so that each starts on a quiet machine (e.g. 100ms)")
 	pss := fs.Bool("pss", false, "PSS mode: run the command after -- and measure the jail's memory")
 	pssRuns := fs.Int("runs", 5, "PSS mode: runs (the median is reported)")
 	settle := fs.Duration("settle", 200*time.Millisecond, "PSS mode: wait this long after the workload starts before reading")
@@ -128,7 +129,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	loadBefore := loadavg()
-	err := measure(cs, *rounds, *warmup, stderr)
+	err := measure(cs, *rounds, *warmup, *idle, stderr)
 	if *csvPath != "" {
 		if werr := writeCSV(*csvPath, cs); werr != nil {
 			return werr
@@ -142,7 +143,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 // measure runs the rounds. Samples of a contender that failed stop at the
 // round it failed in.
-func measure(cs []*contender, rounds, warmup int, stderr io.Writer) error {
+func measure(cs []*contender, rounds, warmup int, idle time.Duration, stderr io.Writer) error {
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return err
@@ -167,6 +168,7 @@ func measure(cs []*contender, rounds, warmup int, stderr io.Writer) error {
 			if c.failed != nil {
 				continue
 			}
+			time.Sleep(idle)
 			wall, cpu, err := once(c, files, env)
 			if err != nil {
 				when := fmt.Sprintf("round %d", r)
