@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -145,4 +146,20 @@ func firstOf(s []string) string {
 		return ""
 	}
 	return s[0]
+}
+
+// TestCgroupCleanAfterKill: jail killed with SIGKILL cannot remove its
+// cgroup; `jail check --clean` does, and kills what still runs in it.
+func TestCgroupCleanAfterKill(t *testing.T) {
+	requireCgroups(t)
+	c := jailCmd(t.Context(), "run", "--memory", "32M", "--no-pidns", "--", "sleep", "97561")
+	require.NoError(t, c.Start())
+	require.Eventually(t, func() bool { return len(jailCgroups()) > 0 && len(processesMatching("sleep 97561")) > 0 }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, c.Process.Kill())
+	_ = c.Wait()
+	assert.NotEmpty(t, jailCgroups(), "jail's cgroup outlives a SIGKILL of jail")
+	out := runOK(t, "check", "--clean")
+	assert.Contains(t, out, "removed ")
+	assert.Empty(t, jailCgroups())
+	requireGone(t, "sleep 97561")
 }

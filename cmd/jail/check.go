@@ -8,19 +8,32 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/hostcheck"
 )
 
 func newCheckCommand(stdout io.Writer) *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON, clean bool
+		cgroupParent  string
+	)
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Say what this host and this caller can do",
 		Long: "check probes the kernel features jail uses, for the calling user, without changing anything,\n" +
 			"and prints a verdict per feature (ok, warn, missing) with a fix for what is not ok.\n" +
-			"It exits 1 when a feature jail needs is missing.",
+			"It exits 1 when a feature jail needs is missing.\n" +
+			"--clean removes instead the cgroups of jail runs whose jail process died without removing\n" +
+			"them (kill -9), and prints each one.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			if clean {
+				removed, err := cgroup.Prune(cgroup.Options{Parent: cgroupParent})
+				for _, d := range removed {
+					fmt.Fprintln(stdout, "removed", d)
+				}
+				return err
+			}
 			features := hostcheck.Run()
 			if asJSON {
 				enc := json.NewEncoder(stdout)
@@ -47,5 +60,7 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdicts as a JSON array")
+	cmd.Flags().BoolVar(&clean, "clean", false, "remove the cgroups that killed jail runs left behind, instead of checking")
+	cmd.Flags().StringVar(&cgroupParent, "cgroup-parent", "", "with --clean: look under `CGROUP` (as jail run --cgroup-parent) instead of jail's own cgroup")
 	return cmd
 }
