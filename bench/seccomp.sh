@@ -18,38 +18,12 @@
 # Usage: sudo bench/seccomp.sh [-n ROUNDS] [-j JAIL]
 set -euo pipefail
 
-rounds=40
-jail_bin="${JAIL:-}"
-while getopts "n:j:h" opt; do
-	case "$opt" in
-	n) rounds="$OPTARG" ;;
-	j) jail_bin="$OPTARG" ;;
-	*)
-		echo "usage: seccomp.sh [-n ROUNDS] [-j JAIL]" >&2
-		exit 2
-		;;
-	esac
-done
-
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/jail-bench-seccomp.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 chmod 755 "$tmp" # the jail's user (host uid 65534 under root) runs sysloop from here
-
-if ! command -v go >/dev/null; then
-	echo "seccomp.sh: go is not in PATH (try: sudo env PATH=\"\$PATH\" bench/seccomp.sh)" >&2
-	exit 1
-fi
-(cd "$repo" && go build -o "$tmp/benchrun" ./bench/cmd/benchrun)
 gcc -static -O2 -o "$tmp/sysloop" "$repo/bench/testdata/sysloop.c"
 printf 'description: allows everything\ndefault_action: allow\nrules: []\n' >"$tmp/allowall.yaml"
 chmod 644 "$tmp/allowall.yaml"
-if [[ -z "$jail_bin" ]]; then
-	(cd "$repo" && CGO_ENABLED=1 go build -tags osusergo,netgo \
-		-ldflags '-linkmode external -extldflags -static' -o "$tmp/jail" ./cmd/jail)
-	jail_bin="$tmp/jail"
-fi
-[[ "$jail_bin" == */* ]] || jail_bin="./$jail_bin"
 
 run="$jail_bin run --profile strict --timeout 60s --ro-bind $tmp:/b"
 echo "== start: /bin/true =="

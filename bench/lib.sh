@@ -1,0 +1,32 @@
+# lib.sh: the set-up bench/cgroup.sh and bench/seccomp.sh share. Source it
+# after `set -euo pipefail`; it reads -n ROUNDS and -j JAIL from "$@", and
+# leaves $rounds, $repo, $tmp (removed at exit), $tmp/benchrun and
+# $jail_bin (built static into $tmp unless -j or $JAIL names one).
+name=$(basename "$0")
+rounds=40
+jail_bin="${JAIL:-}"
+while getopts "n:j:h" opt; do
+	case "$opt" in
+	n) rounds="$OPTARG" ;;
+	j) jail_bin="$OPTARG" ;;
+	*)
+		echo "usage: $name [-n ROUNDS] [-j JAIL]" >&2
+		exit 2
+		;;
+	esac
+done
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/jail-bench-${name%.sh}.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+if ! command -v go >/dev/null; then
+	echo "$name: go is not in PATH (try: sudo env PATH=\"\$PATH\" bench/$name)" >&2
+	exit 1
+fi
+(cd "$repo" && go build -o "$tmp/benchrun" ./bench/cmd/benchrun)
+if [[ -z "$jail_bin" ]]; then
+	(cd "$repo" && CGO_ENABLED=1 go build -tags osusergo,netgo \
+		-ldflags '-linkmode external -extldflags -static' -o "$tmp/jail" ./cmd/jail)
+	jail_bin="$tmp/jail"
+fi
+[[ "$jail_bin" == */* ]] || jail_bin="./$jail_bin"
