@@ -276,7 +276,8 @@ build_base() {
 	"$bb" depmod -b "$k" "$krel" || infra "depmod of $krel failed"
 	local mods=$k/lib/modules/$krel
 	mkdir -p "$root/usr/lib/modules/$krel"
-	awk -v re="$MODULES_RE" '$0 ~ re { sub(":", "", $1); for (i = 1; i <= NF; i++) print $i }' "$mods/modules.dep" |
+	# ENVIRON, not -v: awk would process the backslashes of a -v value.
+	re=$MODULES_RE awk '$0 ~ ENVIRON["re"] { sub(":", "", $1); for (i = 1; i <= NF; i++) print $i }' "$mods/modules.dep" |
 		sort -u | (cd "$mods" && xargs -r cp --parents -t "$root/usr/lib/modules/$krel") ||
 		infra "copying kernel modules failed"
 	cp "$mods"/modules.{order,builtin,builtin.modinfo} "$root/usr/lib/modules/$krel/"
