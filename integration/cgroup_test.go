@@ -65,16 +65,20 @@ func TestCgroupPidsForkBomb(t *testing.T) {
 	requireGone(t, "b | b")
 }
 
-// TestCgroupCPUs: two spinning threads under half a CPU get half of the
-// wall time in CPU time (about 1 s in the 2 s the timeout allows; the
-// wall time the report gives is the measure, as a slow VM ends late).
+// TestCgroupCPUs: two spinning threads under half a CPU get at most half
+// of the wall time in CPU time (about 1 s in the 2 s the timeout allows;
+// the wall time the report gives is the measure, as a slow VM ends late).
+// The quota is a ceiling: on a busy machine the jail may get less, so the
+// floor only says that it ran.
 func TestCgroupCPUs(t *testing.T) {
 	requireCgroups(t)
 	res := cgroupRun(t, "--cpus", "0.5", "--timeout", "2s", "--", "/probe/probe", "spin", "2")
 	assert.Equal(t, jail.StatusTimedOut, res.Status)
 	cpu := res.CPUUserMS + res.CPUSystemMS
-	want := res.WallTimeMS / 2
-	assert.InDelta(t, want, cpu, float64(want)/5, "got %d ms of CPU in %d ms under --cpus 0.5, want %d ± 20%%", cpu, res.WallTimeMS, want)
+	half := res.WallTimeMS / 2
+	t.Logf("%d ms of CPU in %d ms under --cpus 0.5 (%.2f CPU)", cpu, res.WallTimeMS, float64(cpu)/float64(res.WallTimeMS))
+	assert.LessOrEqual(t, cpu, half*12/10, "got %d ms of CPU in %d ms under --cpus 0.5, want at most %d + 20%%", cpu, res.WallTimeMS, half)
+	assert.GreaterOrEqual(t, cpu, half/5, "got %d ms of CPU in %d ms: the spinner hardly ran", cpu, res.WallTimeMS)
 }
 
 // TestCgroupCPUTime: four spinning threads are stopped once the jail has

@@ -114,9 +114,25 @@ func hostState() string {
 	return fmt.Sprintf("mounts=%d jail-processes=%v cgroups=%v", bytes.Count(mi, []byte("\n")), ourInits(), jailCgroups())
 }
 
-// jailCgroups lists the per-run cgroups ("jail-*") below this process's
-// own cgroup in every hierarchy, where jail creates them.
+// jailCgroups lists the per-run cgroups ("jail-<owner pid>-...") below
+// this process's own cgroup in every hierarchy, where jail creates them,
+// that this suite's jail binary owns or left behind: those of a live
+// process that is not our jail (the cgroup package's tests, running in
+// parallel) are not ours to count.
 func jailCgroups() []string {
+	var ours []string
+	for _, d := range allJailCgroups() {
+		owner, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), "jail-"), "-")
+		exe, err := os.Readlink("/proc/" + owner + "/exe")
+		if err == nil && exe != jailBin {
+			continue
+		}
+		ours = append(ours, d)
+	}
+	return ours
+}
+
+func allJailCgroups() []string {
 	b, _ := os.ReadFile("/proc/self/cgroup")
 	var found []string
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
