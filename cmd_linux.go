@@ -229,10 +229,7 @@ func (c *Cmd) Start() (retErr error) {
 
 	var m nsexec.Msg
 	if err := c.recv(&m); err != nil || m.Type != nsexec.MsgReady {
-		c.kill(syscall.SIGKILL)
-		<-c.waitc
-		c.stopTimers()
-		c.sync.Close()
+		c.abort()
 		if err == nil && m.Type == nsexec.MsgSetupError {
 			err = c.childError(m)
 			return c.fail(m.Step, err)
@@ -245,10 +242,7 @@ func (c *Cmd) Start() (retErr error) {
 	if c.cg != nil {
 		// Fail closed: the child joined its v1 hierarchies itself.
 		if err := c.cg.Verify(ec.Process.Pid); err != nil {
-			c.kill(syscall.SIGKILL)
-			<-c.waitc
-			c.stopTimers()
-			c.sync.Close()
+			c.abort()
 			return c.fail("cgroup", err)
 		}
 	}
@@ -263,6 +257,15 @@ func (c *Cmd) Start() (retErr error) {
 	}
 	c.log().Info("jail started", "pid", ec.Process.Pid, "namespaces", strings.Join(l.iso.Namespaces, ","))
 	return nil
+}
+
+// abort ends a child that has not been told to go, and reaps it; Start's
+// caller then gets the error (the deferred cleanups remove the cgroup).
+func (c *Cmd) abort() {
+	c.kill(syscall.SIGKILL)
+	<-c.waitc
+	c.stopTimers()
+	c.sync.Close()
 }
 
 func tee(buf *capture.Buffer, w io.Writer) io.Writer {

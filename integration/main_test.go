@@ -53,13 +53,7 @@ func testMain(m *testing.M) int {
 		// integration/vm) brings jail and probe already built.
 		binDir = dir
 		jailBin, probeBin = filepath.Join(binDir, "jail"), filepath.Join(binDir, "probe")
-		before := hostState()
-		code := m.Run()
-		if after := hostState(); code == 0 && after != before {
-			fmt.Printf("integration: the host changed during the tests:\nbefore: %s\nafter:  %s\n", before, after)
-			return 1
-		}
-		return code
+		return runChecked(m)
 	}
 	var err error
 	// A directory every user can read and search: the unprivileged re-run,
@@ -92,17 +86,24 @@ func testMain(m *testing.M) int {
 		fmt.Printf("building probe (needs gcc and the static libc, apt-get install build-essential): %v\n%s", err, out)
 		return 1
 	}
-	before, tmpBefore := hostState(), tempEntries()
-	code := m.Run()
-	if after := hostState(); code == 0 && after != before {
-		fmt.Printf("integration: the host changed during the tests:\nbefore: %s\nafter:  %s\n", before, after)
-		return 1
-	}
+	tmpBefore := tempEntries()
+	code := runChecked(m)
 	for e := range tempEntries() {
 		if !tmpBefore[e] && e != binDir && !strings.HasPrefix(filepath.Base(e), "go-build") { // the go tool's own, e.g. a concurrent build
 			fmt.Printf("integration: left behind in %s: %s\n", os.TempDir(), e)
 			code = 1
 		}
+	}
+	return code
+}
+
+// runChecked runs the tests and fails them if the host changed meanwhile.
+func runChecked(m *testing.M) int {
+	before := hostState()
+	code := m.Run()
+	if after := hostState(); code == 0 && after != before {
+		fmt.Printf("integration: the host changed during the tests:\nbefore: %s\nafter:  %s\n", before, after)
+		return 1
 	}
 	return code
 }
