@@ -16,28 +16,24 @@ var Constants = map[string]uint64{
 	"CLONE_NEWNET":    0x40000000,
 
 	// socket(2) address families and netlink protocols.
-	"AF_UNIX":        1,
-	"AF_INET":        2,
-	"AF_INET6":       10,
-	"AF_NETLINK":     16,
-	"AF_PACKET":      17,
-	"AF_VSOCK":       40,
-	"NETLINK_ROUTE":  0,
-	"NETLINK_AUDIT":  9,
-	"SOCK_TYPE_MASK": 0xf, // the type without SOCK_NONBLOCK|SOCK_CLOEXEC
+	"AF_UNIX":       1,
+	"AF_INET":       2,
+	"AF_INET6":      10,
+	"AF_NETLINK":    16,
+	"AF_PACKET":     17,
+	"AF_VSOCK":      40,
+	"NETLINK_ROUTE": 0,
+	"NETLINK_AUDIT": 9,
 
 	// ioctl(2) requests.
 	"TIOCSTI":   0x5412,
 	"TIOCLINUX": 0x541c,
 
 	// personality(2) values Docker's profile allows.
-	"PER_LINUX":           0x0000,
-	"UNAME26":             0x0020000,
-	"PER_LINUX32":         0x0008,
-	"ADDR_NO_RANDOMIZE":   0x0040000,
-	"PERSONALITY_QUERY":   0xffffffff,
-	"MASK_32":             0xffffffff,
-	"UINT32_MAX":          0xffffffff,
-	"PR_SET_SECCOMP":      22,
-	"PR_SET_NO_NEW_PRIVS": 38,
+	"PER_LINUX":         0x0000,
+	"UNAME26":           0x0020000,
+	"PER_LINUX32":       0x0008,
+	"ADDR_NO_RANDOMIZE": 0x0040000,
+	"PERSONALITY_QUERY": 0xffffffff,
+	"UINT32_MAX":        0xffffffff,
 }
