@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/mounts"
@@ -49,8 +50,10 @@ type runFlags struct {
 	noNS                            map[string]*bool
 }
 
+func newRunFlags() *runFlags { return &runFlags{noNS: map[string]*bool{}} }
+
 func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
-	f := &runFlags{noNS: map[string]*bool{}}
+	f := newRunFlags()
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARGS...]",
 		Short: "Run a command in a jail",
@@ -79,6 +82,16 @@ or was not found.`,
 		},
 	}
 	fl := cmd.Flags()
+	f.register(fl)
+	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own), none (closed: /dev/null) or a FILE")
+	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
+	fl.StringVar(&f.report, "report", "", "also write the JSON result to `FILE`")
+	return cmd
+}
+
+// register adds the flags that describe the jail (all of `jail run`'s but
+// its input and output) to fl; `jail selftest` takes the same ones.
+func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.SetInterspersed(false) // everything after the command is its own
 	fl.StringVar(&f.profile, "profile", "default", "profile: a built-in name (strict, default) or a YAML/JSON file")
 	fl.StringArrayVar(&f.binds, "bind", nil, "bind host `SRC[:DST]` read-write (repeatable)")
@@ -106,9 +119,6 @@ or was not found.`,
 	fl.DurationVar(&f.cpuTime, "cpu-time", 0, "CPU time all processes of the jail may use together, e.g. 5s; then it is killed (cpu_time_exceeded)")
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "create the jail's cgroup under `CGROUP` instead of jail's own cgroup (relative, /absolute, or a /sys/fs/cgroup/... directory)")
 	fl.StringArrayVar(&f.rlimits, "rlimit", nil, "resource limit `NAME=SOFT[:HARD]`, e.g. nofile=256 or stack=8388608:unlimited (repeatable)")
-	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own), none (closed: /dev/null) or a FILE")
-	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
-	fl.StringVar(&f.report, "report", "", "also write the JSON result to `FILE`")
 	fl.StringVar(&f.seccomp, "seccomp", "", "seccomp policy: a built-in `NAME` (default, strict), a policy FILE, or none (see `jail seccomp list`; default: the profile's)")
 	fl.BoolVar(&f.seccompLog, "seccomp-log", false, "report every call the seccomp policy denies (seccomp_denials), not only kills")
 	fl.BoolVar(&f.allowUnenforced, "allow-unenforced", false, "run even if something asked for cannot be enforced here; the report lists it")
@@ -116,7 +126,6 @@ or was not found.`,
 	for _, ns := range jail.Namespaces {
 		f.noNS[ns] = fl.Bool("no-"+ns+"ns", false, "do not create a "+ns+" namespace (trusted uses only)")
 	}
-	return cmd
 }
 
 func parseID(flag, s string) (*uint32, error) {
