@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/hostfs"
 )
 
 //go:embed *.yaml
@@ -36,16 +37,21 @@ func Names() []string {
 	return names
 }
 
+// maxFileBytes bounds a profile file.
+const maxFileBytes = 1 << 20
+
 // Load returns the built-in profile called nameOrPath, or reads the file at
 // nameOrPath (a name containing "/" or ending in .yaml, .yml or .json is
-// always a file). The Spec is validated.
+// always a file). The Spec is validated. A file is opened as every host
+// path jail reads: a symlink in its path is refused, and it must be a
+// regular file or a pipe.
 func Load(nameOrPath string) (*Profile, error) {
 	isFile := strings.ContainsRune(nameOrPath, '/') || strings.HasSuffix(nameOrPath, ".yaml") ||
 		strings.HasSuffix(nameOrPath, ".yml") || strings.HasSuffix(nameOrPath, ".json")
 	var data []byte
 	var err error
 	if isFile {
-		data, err = os.ReadFile(nameOrPath)
+		data, err = hostfs.ReadFile(nameOrPath, maxFileBytes)
 	} else {
 		data, err = builtin.ReadFile(nameOrPath + ".yaml")
 		if errors.Is(err, os.ErrNotExist) {

@@ -3,11 +3,12 @@ package seccomp
 import (
 	"embed"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/jailrt/jail/internal/hostfs"
 )
 
 // builtins holds the built-in policies and their programs as libseccomp
@@ -44,9 +45,13 @@ func Builtin(name string) ([]byte, error) {
 	return b, nil
 }
 
+// maxFileBytes bounds a policy file.
+const maxFileBytes = 1 << 20
+
 // Load returns the built-in policy called nameOrPath, or the policy in the
 // file at that path when it contains a slash or ends in .yaml, .yml or
-// .json. It returns nil, nil for "none".
+// .json (a symlink in its path is refused, and it must be a regular file
+// or a pipe). It returns nil, nil for "none".
 func Load(nameOrPath string) (*Policy, error) {
 	if nameOrPath == None {
 		return nil, nil
@@ -58,7 +63,7 @@ func Load(nameOrPath string) (*Policy, error) {
 	)
 	if strings.ContainsRune(nameOrPath, '/') || strings.HasSuffix(nameOrPath, ".yaml") ||
 		strings.HasSuffix(nameOrPath, ".yml") || strings.HasSuffix(nameOrPath, ".json") {
-		data, err = os.ReadFile(nameOrPath)
+		data, err = hostfs.ReadFile(nameOrPath, maxFileBytes)
 		name = strings.TrimSuffix(filepath.Base(nameOrPath), filepath.Ext(nameOrPath))
 	} else {
 		data, err = Builtin(nameOrPath)

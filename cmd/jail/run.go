@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/hostfs"
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/profiles"
 )
@@ -83,9 +85,9 @@ or was not found.`,
 	}
 	fl := cmd.Flags()
 	f.register(fl)
-	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own), none (closed: /dev/null) or a FILE")
+	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own; with --json the default is none), none (/dev/null), or a FILE (a regular file or a pipe, fed through a pipe; /dev/fd/N for <(cmd))")
 	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
-	fl.StringVar(&f.report, "report", "", "also write the JSON result to `FILE`")
+	fl.StringVar(&f.report, "report", "", "also write the JSON result to `FILE` (replaced by a new file; its directory is opened before the run)")
 	return cmd
 }
 
@@ -99,7 +101,7 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.tmpfs, "tmpfs", nil, "mount a tmpfs at `DST[:size=SIZE]` (default size 64M; repeatable)")
 	fl.StringVar(&f.rootfs, "rootfs", "", "use host directory `DIR` as the read-only root instead of the default tmpfs root")
 	fl.StringArrayVar(&f.env, "env", nil, "set `KEY=VALUE` in the jail's environment (repeatable; added to the profile's)")
-	fl.StringVar(&f.envFile, "env-file", "", "read KEY=VALUE lines from `FILE` (# comments and blank lines skipped)")
+	fl.StringVar(&f.envFile, "env-file", "", "read KEY=VALUE lines from `FILE` (# comments and blank lines skipped; a regular file or a pipe)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory inside the jail (default /tmp)")
 	fl.StringVar(&f.hostname, "hostname", "", "hostname inside the jail (default jail)")
 	fl.StringVar(&f.uid, "uid", "", "user id inside the jail (default 1000)")
@@ -321,14 +323,19 @@ func setEnv(env []string, kvs ...string) []string {
 	return out
 }
 
+// maxEnvFileBytes bounds an --env-file.
+const maxEnvFileBytes = 1 << 20
+
+// readEnvFile reads KEY=VALUE lines. The file is opened as every host path
+// jail reads: no symlinks in its path, a regular file or a pipe.
 func readEnvFile(path string) ([]string, error) {
-	fh, err := os.Open(path)
+	data, err := hostfs.ReadFile(path, maxEnvFileBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer fh.Close()
 	var out []string
-	sc := bufio.NewScanner(fh)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, maxEnvFileBytes)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -351,17 +358,29 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 	defer stop()
 	c := jail.Command(ctx, spec, args[0], args[1:]...)
 	c.Capture = f.asJSON
-	switch f.stdin {
+	stdin := f.stdin
+	if f.asJSON && !cmd.Flags().Changed("stdin") {
+		stdin = "none" // a captured run reads no terminal unless told to
+	}
+	switch stdin {
 	case "-":
 		c.Stdin = os.Stdin
 	case "none":
 	default:
-		in, err := os.Open(f.stdin)
+		in, err := hostfs.OpenInput(stdin)
 		if err != nil {
-			return usageError("--stdin %q: %v", f.stdin, err)
+			return usageError("--stdin %q: %v", stdin, err)
 		}
 		defer in.Close()
 		c.Stdin = in
+	}
+	var report *hostfs.Output
+	if f.report != "" {
+		// The report's directory is opened now, before the workload runs.
+		if report, err = hostfs.CreateOutput(f.report); err != nil {
+			return usageError("--report %q: %v", f.report, err)
+		}
+		defer report.Close()
 	}
 	if !f.asJSON {
 		c.Stdout, c.Stderr = stdout, stderr
@@ -389,8 +408,8 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 	if r == nil { // cannot happen: Start and Wait always set it
 		return &exitError{code: jail.ExitSetupError, msg: fmt.Sprint(runErr)}
 	}
-	if f.report != "" {
-		if err := writeReport(f.report, r); err != nil {
+	if report != nil {
+		if err := writeReport(report, r); err != nil {
 			fmt.Fprintf(stderr, "jail: --report %q: %v\n", f.report, err)
 		}
 	}
@@ -414,10 +433,12 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 	return &exitError{code: r.ExitCode, msg: msg}
 }
 
-func writeReport(path string, r *jail.Result) error {
+// writeReport replaces the report file (see hostfs.Output: a fresh file
+// renamed over the name, so nothing planted there is written through).
+func writeReport(out *hostfs.Output, r *jail.Result) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return out.Write(append(b, '\n'), 0o644)
 }
