@@ -28,9 +28,14 @@ type Cmd struct {
 	// Args is the command and its arguments; Args[0] without a slash is
 	// searched in the jail's PATH.
 	Args []string
-	// Stdin, Stdout and Stderr are the workload's standard streams. An
-	// *os.File is passed to the workload as it is; other readers and
-	// writers are copied through pipes; nil means /dev/null.
+	// Stdin, Stdout and Stderr are the workload's standard streams; nil
+	// means /dev/null. An *os.File that is a pipe or /dev/null is passed
+	// to the workload as it is; any other file (a terminal, a regular
+	// file, a socket, a device) and any other reader or writer is copied
+	// through a pipe, so that the workload never holds the caller's own
+	// file: it could reopen it through /proc/self/fd, or reconfigure a
+	// terminal. A file given as Stdin is read only while the workload
+	// runs.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Capture collects stdout and stderr into the Result (head and tail up
@@ -55,7 +60,9 @@ type Cmd struct {
 	stderr  *capture.Buffer
 	waitc   chan error
 	monitor chan struct{}
-	begin   time.Time
+	// stdinRelay copies a Stdin file that is not passed through.
+	stdinRelay *relay
+	begin      time.Time
 
 	mu         sync.Mutex
 	end        time.Time

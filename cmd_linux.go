@@ -18,6 +18,7 @@ import (
 
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/capture"
+	"github.com/jailrt/jail/internal/hostfs"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
 	"github.com/jailrt/jail/seccomp"
@@ -68,19 +69,39 @@ func currentHost() hostFacts {
 		}
 		hostCache.fs = rootfs.Probe()
 	})
-	h := hostCache
+	h := hostCache // the maps are shared: the planner only reads them
 	h.euid, h.egid = os.Geteuid(), os.Getegid()
-	h.fs = rootfs.Host{Attach: hostCache.fs.Attach, Links: map[string]string{}, Exists: map[string]bool{}, Files: map[string]bool{}}
-	for k, v := range hostCache.fs.Links {
-		h.fs.Links[k] = v
-	}
-	for k, v := range hostCache.fs.Exists {
-		h.fs.Exists[k] = v
-	}
-	for k, v := range hostCache.fs.Files {
-		h.fs.Files[k] = v
-	}
 	return h
+}
+
+// openSources opens the host paths of the plan that validation did not
+// (jail's own: /usr, /dev/null, the attach point...), refusing symlinks as
+// for the caller's, and returns every source in number order; the child
+// inherits them after the cgroup files. The caller closes them.
+func (l *launch) openSources() ([]*os.File, error) {
+	files := make([]*os.File, 0, len(l.sources))
+	for i := range l.sources {
+		src := &l.sources[i]
+		if src.file == nil {
+			f, err := hostfs.OpenPath(src.path)
+			if err != nil {
+				return files, err
+			}
+			src.file, src.ours = f, true
+		}
+		files = append(files, src.file)
+	}
+	return files, nil
+}
+
+// closeSources closes every host source descriptor; the child has its own.
+func (l *launch) closeSources() {
+	for _, src := range l.sources {
+		if src.ours {
+			src.file.Close()
+		}
+	}
+	l.checked.close()
 }
 
 // Start validates the Spec, plans the jail, clones the child stage into new
@@ -104,6 +125,11 @@ func (c *Cmd) Start() (retErr error) {
 		return c.fail(step, err)
 	}
 	c.l = l
+	defer l.closeSources() // the child inherits its own copies
+	sources, err := l.openSources()
+	if err != nil {
+		return c.fail("open host sources", err)
+	}
 	var attach []*os.File // cgroup v1 tasks files the child writes "0" to
 	if lim := c.Spec.limits(); lim != (cgroup.Limits{}) {
 		g, err := cgroup.New(lim, cgroup.Options{Parent: c.Spec.CgroupParent, AllowUnenforced: c.Spec.AllowUnenforced})
@@ -164,8 +190,8 @@ func (c *Cmd) Start() (retErr error) {
 	ec := &exec.Cmd{
 		Path:       helper,
 		Args:       []string{nsexec.InitArg0},
-		Env:        []string{},                                      // the child builds the workload's environment from the plan
-		ExtraFiles: append([]*os.File{planR, childSync}, attach...), // fds 3, 4, then nsexec.CgroupFD...
+		Env:        []string{},                                                          // the child builds the workload's environment from the plan
+		ExtraFiles: append(append([]*os.File{planR, childSync}, attach...), sources...), // fds 3, 4, nsexec.CgroupFD..., nsexec.SourceFD...
 		Stdin:      c.Stdin,
 		Stdout:     c.Stdout,
 		Stderr:     c.Stderr,
@@ -181,6 +207,31 @@ func (c *Cmd) Start() (retErr error) {
 	if c.Capture {
 		c.stdout, c.stderr = capture.New(c.Spec.outputLimit()), capture.New(c.Spec.outputLimit())
 		ec.Stdout, ec.Stderr = tee(c.stdout, c.Stdout), tee(c.stderr, c.Stderr)
+	}
+	for _, w := range []*io.Writer{&ec.Stdout, &ec.Stderr} {
+		if f, ok := (*w).(*os.File); ok && !passThrough(f) {
+			*w = writerOnly{f} // os/exec pipes and copies it
+		}
+	}
+	if f, ok := c.Stdin.(*os.File); ok && !passThrough(f) {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return c.fail("stdin pipe", err)
+		}
+		defer pr.Close() // the child has its own
+		if c.stdinRelay, err = newRelay(f, pw, true); err != nil {
+			pw.Close()
+			return c.fail("stdin pipe", err)
+		}
+		defer func() {
+			if retErr != nil { // never started: nothing was read
+				c.stdinRelay.stopR.Close()
+				c.stdinRelay.stopW.Close()
+				pw.Close()
+				c.stdinRelay = nil
+			}
+		}()
+		ec.Stdin = pr
 	}
 	if l.userns {
 		a := ec.SysProcAttr
@@ -250,6 +301,9 @@ func (c *Cmd) Start() (retErr error) {
 	if err := c.send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
 		c.log().Debug("send go", "err", err)
 	}
+	if c.stdinRelay != nil {
+		go c.stdinRelay.run() // only now: no input is taken from the caller for a jail that never ran
+	}
 	c.monitor = make(chan struct{})
 	go c.watch()
 	if t := time.Duration(c.Spec.CPUTime); t > 0 {
@@ -306,11 +360,22 @@ func (c *Cmd) send(m nsexec.Msg) error {
 	return err
 }
 
+// Step names of nsexec.c's run_child that childError explains.
+const (
+	stepOpenSources = "open mount sources"
+	stepBuildRoot   = "build root"
+)
+
 // childError rebuilds a child stage failure as an *InitError.
 func (c *Cmd) childError(m nsexec.Msg) error {
 	e := &InitError{Step: m.Step, Err: syscall.Errno(m.Errno)}
 	if m.Index >= 0 && int(m.Index) < len(c.l.opNames) {
 		e.Detail = c.l.opNames[m.Index]
+	}
+	if errno := syscall.Errno(m.Errno); (m.Step == stepOpenSources || m.Step == stepBuildRoot) && (errno == unix.ELOOP || errno == unix.ESTALE) {
+		// The child found another file at the path jail opened and checked
+		// (see nsexec.c open_host): someone swapped it in between.
+		e.Detail = strings.TrimPrefix(e.Detail+"; ", "; ") + "the source changed after jail checked it"
 	}
 	return e
 }
@@ -472,6 +537,9 @@ func (c *Cmd) Wait() error {
 	<-c.monitor
 	c.sync.Close()
 	c.stopTimers()
+	if c.stdinRelay != nil {
+		c.stdinRelay.stop()
+	}
 
 	r := c.newResult()
 	c.Result = r

@@ -2,8 +2,8 @@ package jail
 
 import (
 	"fmt"
+	"os"
 
-	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
 	"github.com/jailrt/jail/seccomp"
@@ -46,6 +46,10 @@ type launch struct {
 	iso        Isolation
 	// opNames describe plan.Mounts for error messages.
 	opNames []string
+	// sources are the host paths of the plan, in source number order.
+	sources []hostSource
+	// checked holds the descriptors validation opened; Start closes them.
+	checked *checkedSpec
 }
 
 // newLaunch validates a Spec and turns it and the command into a launch. It fails
@@ -53,15 +57,20 @@ type launch struct {
 // unless the Spec allows unenforced settings. The time namespace is taken
 // where the kernel has it and reported as not in force where it does not.
 // Host paths are resolved once, by validation, and planned as resolved.
-func newLaunch(s *Spec, argv []string, h hostFacts) (*launch, error) {
+func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, &SpecError{Field: "command", Value: "", Err: fmt.Errorf("is empty")}
+	}
 	cs, err := s.validate()
 	if err != nil {
 		return nil, err
 	}
-	if len(argv) == 0 || argv[0] == "" {
-		return nil, &SpecError{Field: "command", Value: "", Err: fmt.Errorf("is empty")}
-	}
-	l := &launch{}
+	l := &launch{checked: cs}
+	defer func() {
+		if retErr != nil {
+			cs.close()
+		}
+	}()
 	iso := &l.iso
 	iso.Namespaces, iso.NotEnforced, iso.UIDMap, iso.GIDMap = []string{}, []string{}, []IDMap{}, []IDMap{}
 	want := func(ns string) bool {
@@ -169,7 +178,6 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (*launch, error) {
 
 	if l.cloneflags&cloneNewNS == 0 {
 		iso.Root = "host"
-		p.Attach = "/" // unused without a mount namespace
 		if p.Cwd == DefaultCwd && s.Cwd == "" {
 			p.Cwd = "/"
 		}
@@ -180,22 +188,70 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (*launch, error) {
 	if s.Root != "" {
 		iso.Root, iso.RootPath = "directory", s.Root
 	}
-	cfg := rootfs.Config{Dir: cs.root, UID: uid, GID: gid, Hostname: p.Hostname, TmpSizeBytes: s.TmpSizeBytes, Mounts: cs.mounts,
-		HostProc: l.cloneflags&cloneNewPID == 0}
-	for _, m := range cs.mounts {
-		if m.Type != mounts.Tmpfs {
-			h.fs.Add(m.Source) // a file source needs a file as mount point
-		}
+	cfg := rootfs.Config{UID: uid, GID: gid, Hostname: p.Hostname, TmpSizeBytes: s.TmpSizeBytes, Mounts: cs.mounts,
+		HostProc: l.cloneflags&cloneNewPID == 0, FileSources: map[string]bool{}}
+	if cs.root != nil {
+		cfg.Dir = cs.root.Path
+	}
+	for _, src := range cs.sources {
+		cfg.FileSources[src.Path] = !src.Dir
 	}
 	rp, err := rootfs.Build(cfg, h.fs)
 	if err != nil {
 		return nil, &InitError{Step: "plan root", Err: err}
 	}
 	p.Attach, p.Root, p.Mounts = rp.Attach, rp.Root, rp.Mounts
+	l.numberSources(cs)
 	for _, m := range p.Mounts {
 		l.opNames = append(l.opNames, describeOp(m))
 	}
 	return l, nil
+}
+
+// hostSource is a host path the child binds or attaches to: opened by
+// validation (the caller's sources, checked) or, when file is nil, by
+// Start (jail's own: /usr, /dev/null, the attach point...).
+type hostSource struct {
+	path string
+	file *os.File
+	ours bool // opened by Start, not by validation
+}
+
+// numberSources gives every host path of the plan its source number (the
+// order of the descriptors the child inherits), one per distinct path.
+func (l *launch) numberSources(cs *checkedSpec) {
+	opened := map[string]*os.File{}
+	if cs.root != nil {
+		opened[cs.root.Path] = cs.root.File
+	}
+	for _, src := range cs.sources {
+		opened[src.Path] = src.File
+	}
+	index := map[string]uint32{}
+	number := func(path string) uint32 {
+		if k, ok := index[path]; ok {
+			return k
+		}
+		l.sources = append(l.sources, hostSource{path: path, file: opened[path]})
+		index[path] = uint32(len(l.sources))
+		return index[path]
+	}
+	p := &l.plan
+	p.AttachSrc = number(p.Attach)
+	for _, m := range append([]*nsexec.Mount{&p.Root}, ptrs(p.Mounts)...) {
+		if m.Kind == nsexec.OpBind && m.Flags&nsexec.OpSrcInRoot == 0 {
+			m.Src = number(m.Source)
+		}
+	}
+	p.Sources = uint32(len(l.sources))
+}
+
+func ptrs(ms []nsexec.Mount) []*nsexec.Mount {
+	out := make([]*nsexec.Mount, len(ms))
+	for i := range ms {
+		out[i] = &ms[i]
+	}
+	return out
 }
 
 // describeOp names a mount op for an error message.

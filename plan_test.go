@@ -162,7 +162,8 @@ func TestNewLaunch(t *testing.T) {
 			assert.Equal(t, "host", l.iso.Root)
 			assert.Zero(t, l.plan.Flags&(nsexec.FlagMountNS|nsexec.FlagRootRO), "got flags %#x, want no mount steps", l.plan.Flags)
 			assert.Empty(t, l.plan.Mounts)
-			assert.Equal(t, "/", l.plan.Attach)
+			assert.Empty(t, l.plan.Attach, "no root to attach")
+			assert.Empty(t, l.sources, "no host source to pass")
 			assert.Equal(t, "/", l.plan.Cwd, "the host has no jail /tmp to start in")
 		}},
 		{"mount disabled keeps an explicit cwd", Spec{Cwd: "/tmp", DisableNamespaces: []string{"mount"}}, testHost(0, 0), func(t *testing.T, l *launch) {
@@ -173,6 +174,9 @@ func TestNewLaunch(t *testing.T) {
 			assert.Equal(t, rootDir, l.iso.RootPath)
 			assert.Equal(t, nsexec.OpBind, l.plan.Root.Kind)
 			assert.Equal(t, realRootDir, l.plan.Root.Source)
+			require.NotZero(t, l.plan.Root.Src)
+			assert.Equal(t, realRootDir, l.sources[l.plan.Root.Src-1].path, "the root is a checked host source")
+			assert.NotNil(t, l.sources[l.plan.Root.Src-1].file, "opened by validation")
 		}},
 		{"mounts are planned after the system mounts", Spec{Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/scratch"}, {Type: mounts.ROBind, Source: rootDir, Target: "/src"}}}, testHost(0, 0), func(t *testing.T, l *launch) {
 			n := len(l.plan.Mounts)

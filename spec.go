@@ -201,8 +201,11 @@ const (
 	DefaultHostname         = "jail"
 	DefaultCwd              = "/tmp"
 	DefaultSeccomp          = "default"
-	MaxOutputLimitBytes     = 1 << 30
-	maxTimeout              = 7 * 24 * time.Hour
+	// MaxMounts bounds Spec.Mounts: each bind source is a descriptor the
+	// jail's child inherits.
+	MaxMounts           = 256
+	MaxOutputLimitBytes = 1 << 30
+	maxTimeout          = 7 * 24 * time.Hour
 )
 
 // DefaultEnv is the environment of a Spec whose Env is nil.
@@ -266,32 +269,60 @@ func validHostname(h string) bool {
 
 // Validate checks every field and returns the first problem as a
 // *[SpecError] (which matches [ErrInvalidSpec]). It looks at the host: bind
-// sources and Root must exist, and sensitive sources are refused.
+// sources and Root must exist and have no symlink in their path, and
+// sensitive sources are refused.
 func (s *Spec) Validate() error {
-	_, err := s.validate()
+	cs, err := s.validate()
+	if cs != nil {
+		cs.close()
+	}
 	return err
 }
 
 // checkedSpec holds what validation resolved on the host, so that the
 // planner does not resolve it a second time.
 type checkedSpec struct {
-	root    string          // Root, absolute and without symlinks
-	mounts  []mounts.Mount  // Mounts with sources resolved
-	seccomp *seccomp.Policy // a policy file's or SeccompPolicy
+	root    *mounts.Source   // Root, opened; nil for the default root
+	mounts  []mounts.Mount   // Mounts with bind sources as their real paths
+	sources []*mounts.Source // the bind sources, opened
+	seccomp *seccomp.Policy  // a policy file's or SeccompPolicy
 	// seccompName is the built-in policy ("none" included) when seccomp is nil.
 	seccompName string
 }
 
-func (s *Spec) validate() (*checkedSpec, error) {
+// close closes the host descriptors validation opened.
+func (cs *checkedSpec) close() {
+	if cs.root != nil {
+		cs.root.Close()
+	}
+	for _, src := range cs.sources {
+		src.Close()
+	}
+}
+
+func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 	bad := func(field, value, format string, args ...any) error {
 		return &SpecError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
 	}
 	cs := &checkedSpec{}
+	defer func() {
+		if retErr != nil {
+			cs.close()
+		}
+	}()
+	var table mounts.Table
+	readTable := func() (mounts.Table, error) { // once, and only if a source needs it
+		var err error
+		if table == nil {
+			table, err = mounts.ReadTable()
+		}
+		return table, err
+	}
 	if s.Root != "" {
 		if err := mounts.CheckTarget(s.Root); err != nil {
 			return nil, bad("root", s.Root, "%v", err)
 		}
-		m, err := mounts.Check(mounts.Mount{Type: mounts.ROBind, Source: s.Root, Target: "/"}, s.AllowSensitiveSources)
+		src, err := mounts.OpenSource(s.Root, s.AllowSensitiveSources, readTable)
 		if err != nil {
 			var me *mounts.Error
 			if errors.As(err, &me) {
@@ -299,10 +330,23 @@ func (s *Spec) validate() (*checkedSpec, error) {
 			}
 			return nil, bad("root", s.Root, "%v", err)
 		}
-		cs.root = m.Source
+		cs.root = src
+		if !src.Dir {
+			return nil, bad("root", s.Root, "is not a directory")
+		}
+	}
+	if len(s.Mounts) > MaxMounts {
+		return nil, bad("mounts", strconv.Itoa(len(s.Mounts)), "more than %d mounts", MaxMounts)
 	}
 	for i, m := range s.Mounts {
-		checked, err := mounts.Check(m, s.AllowSensitiveSources)
+		checked, err := mounts.Check(m)
+		if err == nil && m.Type != mounts.Tmpfs {
+			var src *mounts.Source
+			if src, err = mounts.OpenSource(m.Source, s.AllowSensitiveSources, readTable); err == nil {
+				cs.sources = append(cs.sources, src)
+				checked.Source = src.Path
+			}
+		}
 		if err != nil {
 			var me *mounts.Error
 			if errors.As(err, &me) {

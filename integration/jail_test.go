@@ -185,11 +185,12 @@ func TestNoControllingTerminal(t *testing.T) {
 		require.Equal(t, 0, code, "the probe itself must be able to inject with a controlling tty: %s", out)
 	})
 	t.Run("TIOCSTI from a jail fails without seccomp", func(t *testing.T) {
-		// The jail's own session has no controlling terminal: the kernel
-		// refuses, whatever the filter says.
+		// The caller's terminal is never handed to the workload: its stdin
+		// is a pipe that jail feeds, so the kernel refuses (ENOTTY)
+		// whatever the filter says.
 		out, code := run(t, jailBin, "run", "--profile", "strict", "--seccomp", "none", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "tiocsti")
 		assert.Equal(t, 1, code, out)
-		assert.Contains(t, out, "errno 1 ", "EPERM")
+		assert.Contains(t, out, "errno 25 ", "ENOTTY")
 	})
 	t.Run("TIOCSTI from a jail is killed by seccomp", func(t *testing.T) {
 		out, code := run(t, jailBin, "run", "--profile", "strict", "--json", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "tiocsti")
@@ -573,4 +574,91 @@ func TestSignalsReachTheJail(t *testing.T) {
 	_ = c.Wait()
 	assert.Equal(t, "got TERM\n", string(rest))
 	assert.Equal(t, 3, c.ProcessState.ExitCode(), "the workload's own exit code after handling the signal")
+}
+
+// termState is what a workload handed a terminal could change and leave
+// behind.
+type termState struct {
+	Lflag, Iflag, Oflag uint32
+	Ldisc, Excl         int
+	Flags               int // the open file description's flags (O_NONBLOCK)
+	Rows, Cols          uint16
+}
+
+func terminalState(t *testing.T, f *os.File) termState {
+	t.Helper()
+	fd := int(f.Fd())
+	tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	require.NoError(t, err)
+	ld, err := unix.IoctlGetInt(fd, unix.TIOCGETD)
+	require.NoError(t, err)
+	excl, err := unix.IoctlGetInt(fd, unix.TIOCGEXCL)
+	require.NoError(t, err)
+	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	require.NoError(t, err)
+	ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+	require.NoError(t, err)
+	return termState{tio.Lflag, tio.Iflag, tio.Oflag, ld, excl, fl, ws.Row, ws.Col}
+}
+
+// drain returns what the terminal printed so far (the master side).
+func drain(t *testing.T, master *os.File) string {
+	t.Helper()
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		fds := []unix.PollFd{{Fd: int32(master.Fd()), Events: unix.POLLIN}}
+		if n, err := unix.Poll(fds, 100); err != nil || n == 0 {
+			return string(out)
+		}
+		n, err := unix.Read(int(master.Fd()), buf)
+		if n <= 0 || err != nil {
+			return string(out)
+		}
+		out = append(out, buf[:n]...)
+	}
+}
+
+// TestTerminalNeverHandedOver is finding 4: a workload handed the caller's
+// terminal could read typed-ahead input meant for the shell, write escape
+// sequences past capture, and leave the terminal without echo, with the
+// N_NULL line discipline, TIOCEXCL, O_NONBLOCK or a changed size. jail
+// relays a terminal through pipes instead, and with --json closes stdin.
+func TestTerminalNeverHandedOver(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		json bool
+	}{{"streaming", false}, {"json", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			master, slave := openPTY(t)
+			require.NoError(t, unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 100}))
+			before := terminalState(t, slave)
+			args := []string{"run", "--profile", "strict", "--ro-bind", binDir + ":/probe"}
+			if tc.json {
+				_, err := master.Write([]byte("typed-ahead\n")) // meant for the caller's shell
+				require.NoError(t, err)
+				args = append(args, "--json")
+			}
+			drain(t, master) // the echo
+			c := exec.Command(jailBin, append(args, "--", "/probe/probe", "tty-attack")...)
+			c.Stdin, c.Stdout, c.Stderr = slave, slave, slave
+			var stdout strings.Builder
+			if tc.json {
+				c.Stdout = &stdout
+			}
+			require.NoError(t, c.Run())
+			printed := drain(t, master)
+			assert.Equal(t, before, terminalState(t, slave), "the caller's terminal is as it was")
+			if tc.json {
+				assert.NotContains(t, printed, "PAST-CAPTURE", "nothing reaches the terminal past capture")
+				assert.Contains(t, stdout.String(), `terminals 0\n`)
+				line := make([]byte, 64)
+				n, err := slave.Read(line)
+				require.NoError(t, err)
+				assert.Equal(t, "typed-ahead\n", string(line[:n]), "typed-ahead input is still the shell's")
+				return
+			}
+			assert.Contains(t, printed, "terminals 0", "the workload holds no terminal, only pipes")
+		})
+	}
 }

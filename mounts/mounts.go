@@ -3,7 +3,6 @@ package mounts
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -157,11 +156,10 @@ type Error struct {
 func (e *Error) Error() string { return fmt.Sprintf("%s %q: %v", e.Field, e.Value, e.Err) }
 func (e *Error) Unwrap() error { return e.Err }
 
-// Check validates m against the host and returns it with Source replaced by
-// its absolute, symlink-free host path (what the jail will mount), so a later
-// change of a symlink cannot swap the source. It refuses a missing source, a
-// sensitive source unless allowSensitive, and a bad target or size.
-func Check(m Mount, allowSensitive bool) (Mount, error) {
+// Check validates m without looking at the host: a known type, a clean
+// absolute target, a size only for a tmpfs, a source only for a bind. The
+// source is opened and checked on the host by [OpenSource].
+func Check(m Mount) (Mount, error) {
 	if err := CheckTarget(m.Target); err != nil {
 		return m, &Error{"target", m.Target, err}
 	}
@@ -181,23 +179,11 @@ func Check(m Mount, allowSensitive bool) (Mount, error) {
 	if m.SizeBytes != 0 {
 		return m, &Error{"size_bytes", strconv.FormatInt(m.SizeBytes, 10), errors.New("only a tmpfs has a size")}
 	}
-	if !filepath.IsAbs(m.Source) {
-		abs, err := filepath.Abs(m.Source)
-		if err != nil {
-			return m, &Error{"source", m.Source, err}
-		}
-		m.Source = abs
+	if m.Source == "" {
+		return m, &Error{"source", m.Source, errors.New("a bind needs a source")}
 	}
-	real, err := filepath.EvalSymlinks(m.Source)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			err = errors.New("does not exist")
-		}
-		return m, &Error{"source", m.Source, err}
+	if strings.IndexByte(m.Source, 0) >= 0 {
+		return m, &Error{"source", m.Source, errors.New("must not contain a NUL byte")}
 	}
-	if rule, bad := IsSensitive(real); bad && !allowSensitive {
-		return m, &Error{"source", m.Source, fmt.Errorf("is sensitive (%s); refused unless sensitive sources are allowed", rule)}
-	}
-	m.Source = real
 	return m, nil
 }

@@ -59,31 +59,22 @@ func TestCheckTarget(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
-	dir := t.TempDir()
-	link := filepath.Join(dir, "proc-link")
-	require.NoError(t, os.Symlink("/proc/self", link))
 	for _, tc := range []struct {
-		name      string
-		m         Mount
-		sensitive bool
-		field     string // empty: no error
+		name  string
+		m     Mount
+		field string // empty: no error
 	}{
-		{"good bind", Mount{Type: Bind, Source: dir, Target: "/work"}, false, ""},
-		{"missing source", Mount{Type: Bind, Source: dir + "/nope", Target: "/x"}, false, "source"},
-		{"relative target", Mount{Type: ROBind, Source: dir, Target: "x"}, false, "target"},
-		{"dotdot target", Mount{Type: ROBind, Source: dir, Target: "/a/../../etc"}, false, "target"},
-		{"proc source", Mount{Type: Bind, Source: "/proc", Target: "/p"}, false, "source"},
-		{"symlink into proc", Mount{Type: Bind, Source: link, Target: "/p"}, false, "source"},
-		{"host etc", Mount{Type: ROBind, Source: "/etc", Target: "/e"}, false, "source"},
-		{"host root", Mount{Type: ROBind, Source: "/", Target: "/host"}, false, "source"},
-		{"one etc file is fine", Mount{Type: ROBind, Source: "/etc/hostname", Target: "/h"}, false, ""},
-		{"allowed sensitive", Mount{Type: ROBind, Source: "/proc", Target: "/p"}, true, ""},
-		{"tmpfs with source", Mount{Type: Tmpfs, Source: "/x", Target: "/t"}, false, "source"},
-		{"bind with size", Mount{Type: Bind, Source: dir, Target: "/t", SizeBytes: 1}, false, "size_bytes"},
-		{"unknown type", Mount{Type: "overlay", Target: "/t"}, false, "type"},
+		{"good bind", Mount{Type: Bind, Source: "/srv", Target: "/work"}, ""},
+		{"relative source is fine", Mount{Type: Bind, Source: "job", Target: "/work"}, ""},
+		{"no source", Mount{Type: Bind, Target: "/x"}, "source"},
+		{"relative target", Mount{Type: ROBind, Source: "/srv", Target: "x"}, "target"},
+		{"dotdot target", Mount{Type: ROBind, Source: "/srv", Target: "/a/../../etc"}, "target"},
+		{"tmpfs with source", Mount{Type: Tmpfs, Source: "/x", Target: "/t"}, "source"},
+		{"bind with size", Mount{Type: Bind, Source: "/srv", Target: "/t", SizeBytes: 1}, "size_bytes"},
+		{"unknown type", Mount{Type: "overlay", Target: "/t"}, "type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Check(tc.m, tc.sensitive)
+			_, err := Check(tc.m)
 			if tc.field == "" {
 				assert.NoError(t, err)
 				return
@@ -91,6 +82,99 @@ func TestCheck(t *testing.T) {
 			var me *Error
 			require.ErrorAs(t, err, &me)
 			assert.Equal(t, tc.field, me.Field)
+		})
+	}
+}
+
+// table is a host like this one: a root file system, /run and /dev/shm
+// tmpfs, proc and sysfs, and the bind mounts an operator (or an attacker
+// with host root, which is out of scope) might have made.
+var table = Table{
+	{ID: 1, Major: 8, Minor: 1, Root: "/", Mountpoint: "/", FSType: "ext4"},
+	{ID: 2, Major: 0, Minor: 22, Root: "/", Mountpoint: "/proc", FSType: "proc"},
+	{ID: 3, Major: 0, Minor: 23, Root: "/", Mountpoint: "/sys", FSType: "sysfs"},
+	{ID: 4, Major: 0, Minor: 25, Root: "/", Mountpoint: "/run", FSType: "tmpfs"},
+	{ID: 5, Major: 0, Minor: 26, Root: "/", Mountpoint: "/tmp", FSType: "tmpfs"},
+	{ID: 6, Major: 0, Minor: 25, Root: "/user/1000", Mountpoint: "/srv/innocent", FSType: "tmpfs"}, // a bind of /run/user/1000
+	{ID: 7, Major: 8, Minor: 1, Root: "/etc", Mountpoint: "/srv/config", FSType: "ext4"},           // a bind of /etc
+	{ID: 8, Major: 0, Minor: 25, Root: "/", Mountpoint: "/srv/jobs/7/run", FSType: "tmpfs"},        // /run below a job dir
+	{ID: 9, Major: 0, Minor: 22, Root: "/", Mountpoint: "/srv/jobs/8/p", FSType: "proc"},           // a proc below a job dir
+	{ID: 10, Major: 0, Minor: 27, Root: "/", Mountpoint: "/srv/jobs/9/scratch", FSType: "tmpfs"},   // a harmless submount
+	{ID: 11, Major: 8, Minor: 1, Root: "/", Mountpoint: "/mnt/host", FSType: "ext4"},               // the root, bound again
+}
+
+func TestExposes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		mntID int
+		path  string
+		dir   bool
+		want  string // a phrase of the verdict; empty: nothing sensitive
+	}{
+		{"a plain directory", 1, "/srv/jobs/1", true, ""},
+		{"a file of /etc", 1, "/etc/hostname", false, ""},
+		{"/etc itself", 1, "/etc", true, "is sensitive (/etc)"},
+		{"below /run", 4, "/run/user", true, "is sensitive (below /run)"},
+		{"a bind of /run/user/1000 elsewhere", 6, "/srv/innocent", true, "the host's /run/user/1000 (below /run)"},
+		{"inside that bind", 6, "/srv/innocent/bus", false, "the host's /run/user/1000/bus"},
+		{"a bind of /etc elsewhere", 7, "/srv/config", true, "the host's /etc"},
+		{"a file inside the /etc bind is fine", 7, "/srv/config/hostname", false, ""},
+		{"the root bound again", 11, "/mnt/host", true, "the host's /"},
+		{"a directory carrying /run", 1, "/srv/jobs/7", true, "carries the mount at /srv/jobs/7/run, which is the host's /run"},
+		{"a directory carrying a proc", 1, "/srv/jobs", true, "carries the mount at /srv/jobs/7/run"},
+		{"a directory carrying proc", 1, "/srv/jobs/8", true, "carries the mount at /srv/jobs/8/p, which is a proc file system"},
+		{"a harmless submount", 1, "/srv/jobs/9", true, ""},
+		{"a file is not recursive", 1, "/srv/jobs/7", false, ""},
+		{"mount id unknown: longest prefix", 0, "/srv/innocent/x", false, "the host's /run/user/1000/x"},
+		{"proc by path", 2, "/proc/self", true, "is sensitive (below /proc)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := table.Exposes(tc.mntID, tc.path, tc.dir)
+			if tc.want == "" {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Contains(t, got, tc.want)
+		})
+	}
+}
+
+// TestOpenSource runs on this host: symlinks are refused, a real path is
+// opened and named by its real path, sensitive paths are refused unless
+// allowed.
+func TestOpenSource(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "real"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "link")))
+	require.NoError(t, os.Symlink("/proc/self", filepath.Join(dir, "proc-link")))
+	for _, tc := range []struct {
+		name      string
+		path      string
+		sensitive bool
+		want      string // an error phrase; empty: opens
+	}{
+		{"a directory", filepath.Join(dir, "real"), false, ""},
+		{"a symlink", filepath.Join(dir, "link"), false, "is a symlink"},
+		{"a symlink into proc", filepath.Join(dir, "proc-link"), false, "is a symlink"},
+		{"missing", filepath.Join(dir, "nope"), false, "does not exist"},
+		{"proc", "/proc", false, "is sensitive (/proc)"},
+		{"host root", "/", false, "is sensitive (/)"},
+		{"host etc", "/etc", false, "is sensitive (/etc)"},
+		{"one etc file is fine", "/etc/hostname", false, ""},
+		{"allowed sensitive", "/proc", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := OpenSource(tc.path, tc.sensitive, ReadTable)
+			if tc.want != "" {
+				var me *Error
+				require.ErrorAs(t, err, &me)
+				assert.Equal(t, "source", me.Field)
+				assert.Contains(t, err.Error(), tc.want)
+				return
+			}
+			require.NoError(t, err)
+			defer s.Close()
+			assert.Equal(t, tc.path, s.Path)
 		})
 	}
 }

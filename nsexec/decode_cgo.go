@@ -62,6 +62,9 @@ var cConstants = map[string]int64{
 	"CGROUP_FD":           C.CGROUP_FD,
 	"MAX_CGROUP_FDS":      C.MAX_CGROUP_FDS,
 	"TAG_CGROUP_FDS":      C.TAG_CGROUP_FDS,
+	"TAG_SOURCE_FDS":      C.TAG_SOURCE_FDS,
+	"MAX_SOURCE_FDS":      C.MAX_SOURCE_FDS,
+	"SOURCE_FD(2, 3)":     C.CGROUP_FD + 2 + 3 - 1,
 }
 
 func gostr(s *C.char) string {
@@ -81,7 +84,7 @@ func gostrs(p **C.char, n C.size_t) []string {
 
 func gomount(m *C.struct_mount_op) Mount {
 	out := Mount{
-		Kind: OpKind(m.kind), Flags: OpFlags(m.flags), Mode: uint32(m.mode), Attr: uint64(m.attr),
+		Kind: OpKind(m.kind), Flags: OpFlags(m.flags), Mode: uint32(m.mode), Attr: uint64(m.attr), Src: uint32(m.src),
 		Source: gostr(m.source), Target: gostr(m.target), FSType: gostr(m.fstype),
 	}
 	if m.data_len > 0 {
@@ -102,7 +105,7 @@ func cDecode(b []byte) (*Plan, error) {
 	defer C.plan_free(&p)
 	out := &Plan{
 		Flags: Flags(p.flags), UID: uint32(p.uid), GID: uint32(p.gid),
-		Attach: gostr(p.attach), Hostname: gostr(p.hostname), Cwd: gostr(p.cwd),
+		Attach: gostr(p.attach), AttachSrc: uint32(p.attach_src), Hostname: gostr(p.hostname), Cwd: gostr(p.cwd),
 		Root: gomount(&p.root),
 		Argv: gostrs(p.argv, p.nargs), Env: gostrs(p.envp, p.nenv), Path: gostrs(p.path, p.npath),
 	}
@@ -110,6 +113,7 @@ func cDecode(b []byte) (*Plan, error) {
 		out.Mounts = append(out.Mounts, gomount(&m))
 	}
 	out.CgroupFDs = uint32(p.cgroup_fds)
+	out.Sources = uint32(p.source_fds)
 	if p.seccomp != nil {
 		out.Seccomp = C.GoBytes(unsafe.Pointer(p.seccomp), C.int(p.seccomp_len))
 	}

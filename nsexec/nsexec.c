@@ -119,6 +119,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 {
 	struct reader r = {buf, buf + len, 0};
 	size_t nm = 0, na = 0, ne = 0, np = 0, nr = 0;
+	uint32_t max_src = 0; /* checked against source_fds, which may come later */
 	if (get_uint(&r, 4) != PLAN_MAGIC || get_uint(&r, 4) != len - 8) return -1;
 	while (!r.bad && r.p < r.end) {
 		uint32_t tag = (uint32_t)get_uint(&r, 4), n = (uint32_t)get_uint(&r, 4);
@@ -128,12 +129,21 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 		switch (tag) {
 		case TAG_FLAGS: p->flags = (uint32_t)get_uint(&b, 4); break;
 		case TAG_IDS: p->uid = (uint32_t)get_uint(&b, 4); p->gid = (uint32_t)get_uint(&b, 4); break;
-		case TAG_ATTACH: p->attach = get_str(&b, NULL, 0); break;
+		case TAG_ATTACH:
+			p->attach = get_str(&b, NULL, 0);
+			p->attach_src = (uint32_t)get_uint(&b, 4);
+			if (p->attach_src == 0) b.bad = 1;
+			if (p->attach_src > max_src) max_src = p->attach_src;
+			break;
 		case TAG_HOSTNAME: p->hostname = get_str(&b, &p->hostname_len, 0); break;
 		case TAG_CWD: p->cwd = get_str(&b, NULL, 0); break;
 		case TAG_CGROUP_FDS:
 			p->cgroup_fds = (uint32_t)get_uint(&b, 4);
 			if (p->cgroup_fds > MAX_CGROUP_FDS) b.bad = 1;
+			break;
+		case TAG_SOURCE_FDS:
+			p->source_fds = (uint32_t)get_uint(&b, 4);
+			if (p->source_fds > MAX_SOURCE_FDS) b.bad = 1;
 			break;
 		case TAG_SECCOMP: case TAG_SECCOMP_RULES: {
 			uint32_t n = 0;
@@ -158,13 +168,17 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 			m.flags = (uint8_t)get_uint(&b, 1);
 			m.mode = (uint32_t)get_uint(&b, 4);
 			m.attr = get_uint(&b, 8);
+			m.src = (uint32_t)get_uint(&b, 4);
 			m.source = get_str(&b, NULL, 0);
 			m.target = get_str(&b, NULL, 0);
 			m.fstype = get_str(&b, NULL, 0);
 			m.data = get_str(&b, &m.data_len, 1);
-			m.src_fd = -1;
+			m.tree_fd = -1;
 			if (m.kind < OP_BIND || m.kind > OP_SETATTR || (m.flags & ~OPF_ALL) || (m.target && m.target[0] != '/'))
 				b.bad = 1;
+			/* A bind from the host names its source descriptor; nothing else has one. */
+			if ((m.kind == OP_BIND && !(m.flags & OPF_SRC_IN_ROOT)) != (m.src != 0)) b.bad = 1;
+			if (m.src > max_src) max_src = m.src;
 			if (tag == TAG_ROOT) { if (!b.bad) p->root = m; break; }
 			if (p->mounts) p->mounts[nm] = m;
 			nm++;
@@ -175,7 +189,9 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 		if (b.bad || b.p != b.end) r.bad = 1;
 	}
 	if ((p->flags & PLAN_SECCOMP_NOTIFY) && !p->seccomp) r.bad = 1;
-	if (r.bad || na == 0 || !p->attach || nm > PLAN_MAX_ITEMS || na > PLAN_MAX_ITEMS ||
+	if (max_src > p->source_fds) r.bad = 1;
+	if ((p->flags & PLAN_MOUNTNS) && !p->attach) r.bad = 1;
+	if (r.bad || na == 0 || nm > PLAN_MAX_ITEMS || na > PLAN_MAX_ITEMS ||
 	    ne > PLAN_MAX_ITEMS || np > PLAN_MAX_ITEMS || nr > PLAN_MAX_ITEMS)
 		return -1;
 	p->nmounts = nm; p->nargs = na; p->nenv = ne; p->npath = np; p->nrlimits = nr;
@@ -289,23 +305,54 @@ out:
 	return mfd;
 }
 
-/* detached_tree returns a mount fd for op m, not yet attached anywhere. A bind
- * is a recursive clone (open_tree, like mount --rbind) whose attributes
- * (read-only, nosuid, nodev, private) are set on the whole detached tree
- * before anyone can see it: no window where a read-only bind is writable,
- * and locked flags are kept because mount_setattr only adds. */
+/* open_host opens a host path the parent opened and checked before us, as
+ * source k, and makes sure it is the same object: the path is resolved again
+ * here (an O_PATH descriptor from the parent's mount namespace cannot be
+ * cloned in ours: open_tree refuses a mount of another namespace), without
+ * following any symlink, and refused with ESTALE unless it is the very inode
+ * the parent checked. So a path swapped between the check and the mount
+ * (a directory renamed, a component replaced by a symlink by the workload of
+ * another jail) never reaches the mount. */
+static int open_host(const struct plan *p, const char *path, uint32_t k)
+{
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+	if (fd < 0) return -1;
+	struct stat ours, checked;
+	if (fstat(fd, &ours) < 0 || fstat(SOURCE_FD(p, k), &checked) < 0) { int e = errno; close(fd); errno = e; return -1; }
+	if (ours.st_dev != checked.st_dev || ours.st_ino != checked.st_ino) { close(fd); errno = ESTALE; return -1; }
+	return fd;
+}
+
+/* clone_source makes the detached tree of a bind from the host: a recursive
+ * clone (open_tree, like mount --rbind) of the checked source. */
+static int clone_source(const struct plan *p, const struct mount_op *m)
+{
+	int sfd = open_host(p, m->source, m->src);
+	if (sfd < 0) return -1;
+	int fd = sys_open_tree(sfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+	{ int e = errno; close(sfd); errno = e; }
+	return fd;
+}
+
+/* detached_tree returns a mount fd for op m, not yet attached anywhere: a
+ * new file system, or a bind (cloned from the host by open_sources, or from
+ * a path in the new root) whose attributes (read-only, nosuid, nodev,
+ * private) are set on the whole detached tree before anyone can see it: no
+ * window where a read-only bind is writable, and locked flags are kept
+ * because mount_setattr only adds. */
 static int detached_tree(struct mount_op *m)
 {
 	if (m->kind == OP_FS) return fs_mount(m);
-	int fd = m->src_fd;
-	m->src_fd = -1;
+	int fd = m->tree_fd;
+	m->tree_fd = -1;
 	if (fd < 0 && (m->flags & OPF_SRC_IN_ROOT)) {
 		int sfd = open_in_root(m->source, O_PATH, 0);
 		if (sfd < 0) return -1;
 		fd = sys_open_tree(sfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
 		close(sfd);
-	} else if (fd < 0) { /* the --rootfs root: cloned before anything is attached */
-		fd = sys_open_tree(AT_FDCWD, m->source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	} else if (fd < 0) {
+		errno = EBADF; /* a host bind open_sources did not clone: cannot happen */
 	}
 	if (fd < 0) return -1;
 	if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, m->attr) < 0) { close(fd); return -1; }
@@ -371,30 +418,48 @@ static int make_root_rslave(struct plan *p)
 	return mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL);
 }
 
-/* open_sources clones every host bind source while the host tree is still
- * fully visible (attaching the new root later covers its attach point). */
+/* open_sources clones every host bind source, and a directory root, while
+ * the host tree is still fully visible (attaching the new root later covers
+ * its attach point). */
 static int open_sources(struct plan *p)
 {
+	if (p->root.kind == OP_BIND && (p->root.tree_fd = clone_source(p, &p->root)) < 0) return -1;
 	for (size_t i = 0; i < p->nmounts; i++) {
 		struct mount_op *m = &p->mounts[i];
 		if (m->kind != OP_BIND || (m->flags & OPF_SRC_IN_ROOT)) continue;
-		m->src_fd = sys_open_tree(AT_FDCWD, m->source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-		if (m->src_fd < 0 && !(errno == ENOENT && (m->flags & OPF_OPTIONAL))) { failed_op = (int)i; return -1; }
+		m->tree_fd = clone_source(p, m);
+		if (m->tree_fd < 0 && !(errno == ENOENT && (m->flags & OPF_OPTIONAL))) { failed_op = (int)i; return -1; }
 	}
 	return 0;
 }
 
-/* build_root makes the new root (a tmpfs, or a read-only clone of --rootfs)
- * and attaches it at the plan's attach point, inside our mount namespace. */
+/* build_root makes the new root (a tmpfs, or the read-only clone of a
+ * directory) and attaches it on the plan's attach point, a host directory,
+ * inside our mount namespace. The mount's own descriptor is the root from
+ * now on. */
 static int build_root(struct plan *p)
 {
-	int fd = detached_tree(&p->root);
+	int fd = detached_tree(&p->root), afd = -1;
 	if (fd < 0) return -1;
-	int r = sys_move_mount(fd, "", AT_FDCWD, p->attach, MOVE_MOUNT_F_EMPTY_PATH);
-	close(fd);
-	if (r < 0) return -1;
-	root_fd = open(p->attach, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	return root_fd < 0 ? -1 : 0;
+	if ((afd = open_host(p, p->attach, p->attach_src)) < 0 ||
+	    sys_move_mount(fd, "", afd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+		int e = errno;
+		close(fd);
+		if (afd >= 0) close(afd);
+		errno = e;
+		return -1;
+	}
+	close(afd);
+	root_fd = fd;
+	return 0;
+}
+
+/* close_sources closes the host descriptors: from here on, PID 1 holds
+ * nothing of the host's file system. */
+static int close_sources(struct plan *p)
+{
+	if (p->source_fds == 0) return 0;
+	return (int)syscall(SYS_close_range, SOURCE_FD(p, 1), SOURCE_FD(p, p->source_fds), 0);
 }
 
 static int apply_mounts(struct plan *p)
@@ -406,7 +471,7 @@ static int apply_mounts(struct plan *p)
 			failed_op = (int)i;
 			return -1;
 		}
-		if (m->src_fd >= 0) close(m->src_fd);
+		if (m->tree_fd >= 0) close(m->tree_fd);
 	}
 	return 0;
 }
@@ -816,6 +881,7 @@ static int run_child(struct plan *p, const char **step)
 		{"make / rslave", make_root_rslave, 1},
 		{"open mount sources", open_sources, 1},
 		{"build root", build_root, 1},
+		{"close host sources", close_sources, 0},
 		{"mount plan", apply_mounts, 1},
 		{"pivot_root", pivot_into_root, 1},
 		{"remount root read-only", remount_root_ro, 1},

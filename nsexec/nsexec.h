@@ -13,6 +13,10 @@
 #define SYNC_FD 4 /* our end of the SOCK_SEQPACKET sync socket */
 #define CGROUP_FD 5 /* the first cgroup v1 "tasks" file to write "0" to */
 #define MAX_CGROUP_FDS 16
+/* After the cgroup files come the host sources: O_PATH descriptors the parent
+ * opened and checked, source k (1-based) at SOURCE_FD(p, k). */
+#define SOURCE_FD(p, k) (CGROUP_FD + (int)(p)->cgroup_fds + (int)(k) - 1)
+#define MAX_SOURCE_FDS 512
 
 #define PLAN_MAGIC 0x314c504aU /* "JPL1" little endian */
 #define PLAN_MAX_BYTES (16U << 20)
@@ -29,7 +33,7 @@
 
 /* record tags */
 enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD,
-       TAG_SECCOMP, TAG_SECCOMP_RULES, TAG_CGROUP_FDS };
+       TAG_SECCOMP, TAG_SECCOMP_RULES, TAG_CGROUP_FDS, TAG_SOURCE_FDS };
 #define BPF_MAX_INSNS 4096
 
 /* mount op kinds and flags */
@@ -45,9 +49,10 @@ struct mount_op {
 	uint8_t kind, flags;
 	uint32_t mode;
 	uint64_t attr; /* MOUNT_ATTR_* to set */
+	uint32_t src;  /* the host source (SOURCE_FD) of a bind from the host; 0: none */
 	const char *source, *target, *fstype, *data;
 	uint32_t data_len;
-	int src_fd;
+	int tree_fd; /* the detached tree of a bind, once cloned */
 };
 
 struct rlim_op {
@@ -58,6 +63,7 @@ struct rlim_op {
 struct plan {
 	uint32_t flags, uid, gid;
 	const char *attach, *hostname, *cwd;
+	uint32_t attach_src; /* the host source of the attach point */
 	uint32_t hostname_len;
 	struct mount_op root;
 	struct mount_op *mounts;
@@ -67,6 +73,7 @@ struct plan {
 	const uint8_t *seccomp, *seccomp_rules; /* struct sock_filter[], maybe unaligned */
 	uint32_t seccomp_len, seccomp_rules_len; /* in bytes */
 	uint32_t cgroup_fds; /* cgroup tasks files at CGROUP_FD... */
+	uint32_t source_fds; /* host sources at SOURCE_FD(p, 1)... */
 };
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */

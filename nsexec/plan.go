@@ -69,6 +69,12 @@ type Mount struct {
 	Mode uint32
 	// Attr is the MOUNT_ATTR_* set on the new mount.
 	Attr uint64
+	// Src is the host source of an OpBind from the host: k names the k-th
+	// descriptor the child inherits after the cgroup files (see
+	// Plan.Sources). The child opens Source again without following
+	// symlinks and refuses it unless it is the same inode. 0 for every
+	// other op.
+	Src uint32
 	// Source is a host path for OpBind (or a path in the root with OpSrcInRoot).
 	Source string
 	// Target is the absolute path in the new root.
@@ -93,8 +99,10 @@ type Plan struct {
 	// UID and GID are the workload's ids inside the user namespace.
 	UID, GID uint32
 	// Attach is an existing host directory on which the child mounts the new
-	// root before pivot_root, inside its own mount namespace.
-	Attach string
+	// root before pivot_root, inside its own mount namespace; AttachSrc is
+	// its host source (see Mount.Src). Only with FlagMountNS.
+	Attach    string
+	AttachSrc uint32
 	// Root is the new root: an OpFS tmpfs or an OpBind of a directory.
 	Root Mount
 	// Mounts are applied in order inside the new root.
@@ -118,6 +126,9 @@ type Plan struct {
 	// which moves it, single-threaded, into the run's cgroup without the
 	// RCU grace period a move by pid waits for.
 	CgroupFDs uint32
+	// Sources is how many host sources (O_PATH descriptors the parent
+	// opened and checked) the child inherits, at SourceFD(CgroupFDs, 1)...
+	Sources uint32
 	// SeccompRules is the program PID 1 runs on each seccomp notification
 	// to find the errno to answer with; without it, every notification is
 	// a kill.
@@ -149,6 +160,7 @@ const (
 	tagSeccomp
 	tagSeccompRules
 	tagCgroupFDs
+	tagSourceFDs
 )
 
 type encoder struct {
@@ -189,6 +201,9 @@ func (e *encoder) mount(tag uint32, m Mount) {
 	if m.Kind < OpBind || m.Kind > OpSetattr {
 		e.err = errors.Join(e.err, fmt.Errorf("mount op %d: unknown kind", m.Kind))
 	}
+	if host := m.Kind == OpBind && m.Flags&OpSrcInRoot == 0; host != (m.Src != 0) {
+		e.err = errors.Join(e.err, fmt.Errorf("mount op on %q: a bind from the host needs a source descriptor, and nothing else has one", m.Target))
+	}
 	if m.Flags&^validOpFlags != 0 {
 		e.err = errors.Join(e.err, fmt.Errorf("mount op on %q: unknown flags %#x", m.Target, m.Flags))
 	}
@@ -200,6 +215,7 @@ func (e *encoder) mount(tag uint32, m Mount) {
 		e.u8(uint8(m.Flags))
 		e.u32(m.Mode)
 		e.u64(m.Attr)
+		e.u32(m.Src)
 		e.str("mount source", m.Source)
 		e.str("mount target", m.Target)
 		e.str("fstype", m.FSType)
@@ -214,8 +230,8 @@ func (p *Plan) Encode() ([]byte, error) {
 	if len(p.Argv) == 0 {
 		return nil, errors.New("plan has no argv")
 	}
-	if p.Attach == "" {
-		return nil, errors.New("plan has no attach point")
+	if p.Flags&FlagMountNS != 0 && (p.Attach == "" || p.AttachSrc == 0) {
+		return nil, errors.New("plan has a mount namespace but no attach point")
 	}
 	if p.Flags&FlagMountNS != 0 && p.Root.Kind == 0 {
 		return nil, errors.New("plan has a mount namespace but no root")
@@ -228,7 +244,9 @@ func (p *Plan) Encode() ([]byte, error) {
 	e := &encoder{b: make([]byte, 8, 4096)}
 	e.record(tagFlags, func() { e.u32(uint32(p.Flags)) })
 	e.record(tagIDs, func() { e.u32(p.UID); e.u32(p.GID) })
-	e.record(tagAttach, func() { e.str("attach point", p.Attach) })
+	if p.Attach != "" {
+		e.record(tagAttach, func() { e.str("attach point", p.Attach); e.u32(p.AttachSrc) })
+	}
 	if p.Root.Kind != 0 { // without a mount namespace there is no new root
 		e.mount(tagRoot, p.Root)
 	}
@@ -271,6 +289,20 @@ func (p *Plan) Encode() ([]byte, error) {
 			e.err = errors.Join(e.err, fmt.Errorf("plan has %d cgroup files, more than %d", p.CgroupFDs, maxCgroupFDs))
 		}
 		e.record(tagCgroupFDs, func() { e.u32(p.CgroupFDs) })
+	}
+	if p.Sources > 0 {
+		if p.Sources > maxSourceFDs {
+			e.err = errors.Join(e.err, fmt.Errorf("plan has %d host sources, more than %d", p.Sources, maxSourceFDs))
+		}
+		e.record(tagSourceFDs, func() { e.u32(p.Sources) })
+	}
+	for _, m := range append([]Mount{p.Root}, p.Mounts...) {
+		if m.Src > p.Sources {
+			e.err = errors.Join(e.err, fmt.Errorf("mount op on %q names host source %d of %d", m.Target, m.Src, p.Sources))
+		}
+	}
+	if p.AttachSrc > p.Sources {
+		e.err = errors.Join(e.err, fmt.Errorf("attach point names host source %d of %d", p.AttachSrc, p.Sources))
 	}
 	if p.Flags&FlagSeccompNotify != 0 && len(p.Seccomp) == 0 {
 		e.err = errors.Join(e.err, errors.New("plan has a seccomp listener but no filter"))

@@ -43,19 +43,23 @@ func TestConstantsMatchC(t *testing.T) {
 		"CGROUP_FD":           CgroupFD,
 		"MAX_CGROUP_FDS":      maxCgroupFDs,
 		"TAG_CGROUP_FDS":      tagCgroupFDs,
+		"TAG_SOURCE_FDS":      tagSourceFDs,
+		"MAX_SOURCE_FDS":      maxSourceFDs,
+		"SOURCE_FD(2, 3)":     int64(SourceFD(2, 3)),
 	}
 	assert.Equal(t, want, cConstants)
 }
 
 func samplePlan() *Plan {
 	return &Plan{
-		Flags:  FlagMountNS | FlagRootRO | FlagPIDNS,
-		UID:    1000,
-		GID:    1001,
-		Attach: "/tmp",
-		Root:   Mount{Kind: OpFS, FSType: "tmpfs", Target: "/", Attr: AttrNosuid | AttrNodev, Data: FSOptions("mode=0755", "size=1m")},
+		Flags:     FlagMountNS | FlagRootRO | FlagPIDNS,
+		UID:       1000,
+		GID:       1001,
+		Attach:    "/tmp",
+		AttachSrc: 2,
+		Root:      Mount{Kind: OpFS, FSType: "tmpfs", Target: "/", Attr: AttrNosuid | AttrNodev, Data: FSOptions("mode=0755", "size=1m")},
 		Mounts: []Mount{
-			{Kind: OpBind, Flags: OpCreate, Source: "/usr", Target: "/usr", Attr: AttrRdonly | AttrNosuid | AttrNodev},
+			{Kind: OpBind, Flags: OpCreate, Source: "/usr", Target: "/usr", Attr: AttrRdonly | AttrNosuid | AttrNodev, Src: 1},
 			{Kind: OpWriteFile, Target: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0::/:/bin/sh\n")},
 			{Kind: OpSymlink, Target: "/bin", Data: []byte("usr/bin")},
 		},
@@ -69,6 +73,7 @@ func samplePlan() *Plan {
 		Seccomp:      []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f},
 		SeccompRules: []byte{6, 0, 0, 0, 1, 0, 5, 0},
 		CgroupFDs:    2,
+		Sources:      2,
 	}
 }
 
@@ -88,6 +93,11 @@ func TestEncodeRejects(t *testing.T) {
 	}{
 		{"no argv", func(p *Plan) { p.Argv = nil }},
 		{"no attach point", func(p *Plan) { p.Attach = "" }},
+		{"no attach source", func(p *Plan) { p.AttachSrc = 0 }},
+		{"a host bind without a source", func(p *Plan) { p.Mounts[0].Src = 0 }},
+		{"a source beyond the sources", func(p *Plan) { p.Mounts[0].Src = 3 }},
+		{"a file op with a source", func(p *Plan) { p.Mounts[1].Src = 1 }},
+		{"too many sources", func(p *Plan) { p.Sources = maxSourceFDs + 1 }},
 		{"NUL in an argument", func(p *Plan) { p.Argv[1] = "a\x00b" }},
 		{"relative target", func(p *Plan) { p.Mounts[0].Target = "usr" }},
 		{"unknown op kind", func(p *Plan) { p.Mounts[0].Kind = 99 }},
@@ -147,11 +157,15 @@ func FuzzPlanRoundTrip(f *testing.F) {
 	f.Add("sh", "/usr", "/x/y", []byte("a=b\x00c"), uint8(3), uint32(1000))
 	f.Add("", "", "/", []byte{}, uint8(0), uint32(0))
 	f.Fuzz(func(t *testing.T, arg, src, target string, data []byte, n uint8, id uint32) {
-		p := &Plan{UID: id, GID: id + 1, Attach: "/tmp", Flags: Flags(n),
+		p := &Plan{UID: id, GID: id + 1, Attach: "/tmp", AttachSrc: 1, Sources: 1 + uint32(n%3), Flags: Flags(n),
 			Root: Mount{Kind: OpFS, Target: "/", FSType: "tmpfs", Data: data}}
 		for i := 0; i < int(n%8); i++ {
-			p.Mounts = append(p.Mounts, Mount{Kind: OpKind(i%6 + 1), Flags: OpFlags(n) & validOpFlags,
-				Source: src, Target: "/" + target, Data: data, Mode: uint32(i)})
+			m := Mount{Kind: OpKind(i%6 + 1), Flags: OpFlags(n) & validOpFlags,
+				Source: src, Target: "/" + target, Data: data, Mode: uint32(i)}
+			if m.Kind == OpBind && m.Flags&OpSrcInRoot == 0 {
+				m.Src = 1 + uint32(i)%p.Sources
+			}
+			p.Mounts = append(p.Mounts, m)
 			p.Argv = append(p.Argv, arg)
 			p.Env = append(p.Env, arg+"="+src)
 		}

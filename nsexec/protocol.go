@@ -18,12 +18,20 @@ const (
 	// CgroupFD is the child's first cgroup "tasks" file (Plan.CgroupFDs).
 	CgroupFD     = 5
 	maxCgroupFDs = 16
+	maxSourceFDs = 512
 
 	planMagic    = 0x314c504a // "JPL1"
 	maxPlanBytes = 16 << 20
 	maxPlanItems = 65536
 	maxBPFInsns  = 4096 // BPF_MAXINSNS
 )
+
+// SourceFD is the child's descriptor of host source k (1-based, see
+// Mount.Src) when it inherits cgroupFDs cgroup files before the sources.
+func SourceFD(cgroupFDs, k uint32) int { return CgroupFD + int(cgroupFDs) + int(k) - 1 }
+
+// MaxSources is how many host sources one plan may pass.
+const MaxSources = maxSourceFDs
 
 // MsgType is the kind of a sync message.
 type MsgType uint32

@@ -22,9 +22,13 @@ type Config struct {
 	Hostname string
 	// TmpSizeBytes is the size of /tmp.
 	TmpSizeBytes int64
-	// Mounts are the caller's mounts, already checked with [mounts.Check],
-	// applied after the system mounts in order.
+	// Mounts are the caller's mounts, already checked with [mounts.Check]
+	// and their sources opened (their Source is the real path), applied
+	// after the system mounts in order.
 	Mounts []mounts.Mount
+	// FileSources holds the sources of Mounts that are not directories:
+	// their mount points are files.
+	FileSources map[string]bool
 	// HostProc binds the host's /proc instead of mounting a new one: a
 	// jail without a PID namespace of its own cannot mount proc, and sees
 	// the host's processes anyway.
@@ -109,7 +113,7 @@ func Build(c Config, h Host) (Plan, error) {
 			if link, ok := h.Links[e]; ok {
 				add(nsexec.Mount{Kind: nsexec.OpSymlink, Target: e, Data: []byte(link)})
 			} else if h.Exists[e] {
-				add(bindOp(e, e, ro, h))
+				add(bindOp(e, e, ro, h.IsFile(e)))
 			}
 		}
 	} else {
@@ -123,9 +127,9 @@ func Build(c Config, h Host) (Plan, error) {
 		case mounts.Tmpfs:
 			add(tmpfsOp(m.Target, m.SizeBytes, "0755", safe))
 		case mounts.ROBind:
-			add(bindOp(m.Source, m.Target, ro, h))
+			add(bindOp(m.Source, m.Target, ro, c.FileSources[m.Source]))
 		case mounts.Bind:
-			add(bindOp(m.Source, m.Target, safe, h))
+			add(bindOp(m.Source, m.Target, safe, c.FileSources[m.Source]))
 		default:
 			return Plan{}, fmt.Errorf("mount %s: unknown type %q", m.Target, m.Type)
 		}
@@ -133,10 +137,10 @@ func Build(c Config, h Host) (Plan, error) {
 	return p, nil
 }
 
-// bindOp binds a host path; h.Files tells files from directories.
-func bindOp(src, dst string, attr uint64, h Host) nsexec.Mount {
+// bindOp binds a host path, on a file mount point when it is not a directory.
+func bindOp(src, dst string, attr uint64, file bool) nsexec.Mount {
 	m := nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate, Source: src, Target: dst, Attr: attr}
-	if h.IsFile(src) {
+	if file {
 		m.Flags |= nsexec.OpFileTarget
 	}
 	return m

@@ -21,8 +21,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 func debianHost() Host {
 	h := Host{Attach: "/tmp",
 		Links:  map[string]string{"/bin": "usr/bin", "/sbin": "usr/sbin", "/lib": "usr/lib", "/lib64": "usr/lib64", "/etc/localtime": "/usr/share/zoneinfo/Etc/UTC"},
-		Exists: map[string]bool{"/usr": true, "/etc/ld.so.cache": true, "/etc/ssl": true, "/etc/alternatives": true, "/etc/protocols": true, "/work": true, "/data/f": true},
-		Files:  map[string]bool{"/etc/ld.so.cache": true, "/etc/protocols": true, "/data/f": true},
+		Exists: map[string]bool{"/usr": true, "/etc/ld.so.cache": true, "/etc/ssl": true, "/etc/alternatives": true, "/etc/protocols": true},
+		Files:  map[string]bool{"/etc/ld.so.cache": true, "/etc/protocols": true},
 	}
 	for _, d := range devices {
 		h.Exists[d], h.Files[d] = true, true
@@ -88,7 +88,7 @@ func TestBuildGolden(t *testing.T) {
 			{Type: mounts.Bind, Source: "/work", Target: "/work"},
 			{Type: mounts.ROBind, Source: "/data/f", Target: "/in/f"},
 			{Type: mounts.Tmpfs, Target: "/scratch", SizeBytes: 8 << 20},
-		}}},
+		}, FileSources: map[string]bool{"/data/f": true}}},
 		{"rootfs-dir", Config{Dir: "/srv/rootfs", UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20}},
 		{"host-proc", Config{UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20, HostProc: true}},
 	} {

@@ -9,7 +9,11 @@
  *   probe sys NAME [N]   make the syscall NAME (N times), as an attacker
  *                        would; see syscalls below
  *   probe hog MB         allocate and touch MB mebibytes, 1 MiB at a time
- *   probe spin N         spin on N threads forever */
+ *   probe spin N         spin on N threads forever
+ *   probe tty-attack     on fds 0-2: turn off echo and canonical mode, set
+ *                        TIOCEXCL, the N_NULL line discipline, a 1x1 window
+ *                        and O_NONBLOCK, and write an escape sequence: what
+ *                        a workload does to a terminal it is handed */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -30,6 +34,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #ifndef AF_VSOCK
@@ -142,6 +147,28 @@ int main(int argc, char **argv)
 			if (pthread_create(&t, NULL, spin, NULL) != 0) return report(-1);
 		}
 		spin(NULL);
+	}
+	if (!strcmp(argv[1], "tty-attack")) {
+		int ttys = 0;
+		for (int fd = 0; fd <= 2; fd++) {
+			struct termios t;
+			struct winsize w = {1, 1, 0, 0};
+			int ld = 27; /* N_NULL */
+			if (tcgetattr(fd, &t) == 0) {
+				ttys++;
+				t.c_lflag &= ~(tcflag_t)(ECHO | ICANON);
+				tcsetattr(fd, TCSANOW, &t);
+			}
+			ioctl(fd, TIOCEXCL);
+			ioctl(fd, TIOCSETD, &ld);
+			ioctl(fd, TIOCSWINSZ, &w);
+			int fl = fcntl(fd, F_GETFL);
+			if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+			static const char esc[] = "\033]0;PWNED\007PAST-CAPTURE\n";
+			(void)!write(fd, esc, sizeof esc - 1);
+		}
+		printf("terminals %d\n", ttys);
+		return 0;
 	}
 	if (!strcmp(argv[1], "echo")) { for (int i = 2; i < argc; i++) printf("%s\n", argv[i]); return 0; }
 	return 2;

@@ -1,0 +1,96 @@
+package mounts
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail/internal/hostfs"
+)
+
+// Source is the host side of a bind mount, opened once: an O_PATH
+// descriptor and what was learned from it. Everything is checked on the
+// descriptor, never again by path; the jail's child stage mounts only the
+// object it names (it opens the path again without following symlinks and
+// refuses it unless it is the same inode).
+type Source struct {
+	// File is the O_PATH descriptor.
+	File *os.File
+	// Path is File's absolute path, as the kernel gives it
+	// (/proc/self/fd): free of symlinks, "." and "..".
+	Path string
+	// Dir says whether File is a directory.
+	Dir bool
+}
+
+// Close closes the descriptor.
+func (s *Source) Close() error { return s.File.Close() }
+
+// ReadTable reads this process's mount table.
+func ReadTable() (Table, error) {
+	infos, err := mountinfo.GetMounts(nil)
+	if err != nil {
+		return nil, err
+	}
+	t := make(Table, 0, len(infos))
+	for _, i := range infos {
+		t = append(t, MountInfo{ID: i.ID, Major: i.Major, Minor: i.Minor, Root: i.Root, Mountpoint: i.Mountpoint, FSType: i.FSType})
+	}
+	return t, nil
+}
+
+// OpenSource opens the host path of a bind (or a --rootfs) without
+// following symlinks (a symlink anywhere in it is refused: the workload of
+// another jail may have planted it), and unless allowSensitive refuses it
+// when it exposes something sensitive (see [Table.Exposes]): judged on the
+// opened descriptor, against table, which OpenSource calls only when it
+// needs it. Errors are *Error with Field "source".
+func OpenSource(unsafePath string, allowSensitive bool, table func() (Table, error)) (_ *Source, retErr error) {
+	bad := func(err error) error { return &Error{Field: "source", Value: unsafePath, Err: err} }
+	f, err := hostfs.OpenPath(unsafePath)
+	if err != nil {
+		var pe *os.PathError
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			err = errors.New("does not exist")
+		case errors.As(err, &pe):
+			err = pe.Err
+		}
+		return nil, bad(err)
+	}
+	defer func() {
+		if retErr != nil {
+			f.Close()
+		}
+	}()
+	var stx unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_MNT_ID, &stx); err != nil {
+		return nil, bad(fmt.Errorf("statx: %w", err))
+	}
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return nil, bad(fmt.Errorf("its path: %w", err))
+	}
+	s := &Source{File: f, Path: real, Dir: stx.Mode&unix.S_IFMT == unix.S_IFDIR}
+	if allowSensitive {
+		return s, nil
+	}
+	t, err := table()
+	if err != nil {
+		return nil, bad(fmt.Errorf("reading the mount table: %w", err))
+	}
+	mntID := 0
+	if stx.Mask&unix.STATX_MNT_ID != 0 {
+		mntID = int(stx.Mnt_id)
+	}
+	if what := t.Exposes(mntID, real, s.Dir); what != "" {
+		if real != unsafePath {
+			what = "(" + real + ") " + what
+		}
+		return nil, bad(fmt.Errorf("%s; refused unless sensitive sources are allowed", what))
+	}
+	return s, nil
+}
