@@ -38,6 +38,15 @@ type Cmd struct {
 	// runs.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// TTY, when not nil, gives the workload a terminal of its own, of
+	// this size: a new pseudo-terminal of the jail's own devpts as its
+	// stdin, stdout, stderr and controlling terminal. Stdin is copied into
+	// it, and everything the workload prints comes out on Stdout (a
+	// terminal has one output stream; Stderr stays empty). The caller's
+	// own terminal is never handed over: for an interactive session, put
+	// it into raw mode and call Resize when it changes size (`jail run
+	// --tty` does both).
+	TTY *WindowSize
 	// Capture collects stdout and stderr into the Result (head and tail up
 	// to Spec.OutputLimitBytes each) besides writing them to Stdout and
 	// Stderr when those are set.
@@ -62,6 +71,8 @@ type Cmd struct {
 	monitor chan struct{}
 	// stdinRelay copies a Stdin file that is not passed through.
 	stdinRelay *relay
+	pty        *os.File      // the master of the workload's terminal (TTY)
+	ptyDone    chan struct{} // closed when the terminal's output ended
 	begin      time.Time
 
 	mu         sync.Mutex
@@ -75,6 +86,12 @@ type Cmd struct {
 	killSent   bool          // the caller sent SIGKILL with Signal
 	timers     []*time.Timer
 	done       chan struct{}
+}
+
+// WindowSize is the size of a terminal, in characters.
+type WindowSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
 }
 
 // Command returns a Cmd that runs name with args in a jail described by

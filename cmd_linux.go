@@ -68,10 +68,21 @@ func currentHost() hostFacts {
 			}
 		}
 		hostCache.fs = rootfs.Probe()
+		hostCache.seccompWaitKillable = probeSeccompWaitKillable()
 	})
 	h := hostCache // the maps are shared: the planner only reads them
 	h.euid, h.egid = os.Geteuid(), os.Getegid()
 	return h
+}
+
+// probeSeccompWaitKillable reports whether the kernel has
+// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19). seccomp(2) checks
+// the flags before it reads the program, so a NULL program gives EFAULT
+// when they are known and EINVAL when they are not; nothing is loaded.
+func probeSeccompWaitKillable() bool {
+	const setModeFilter, newListener, waitKillableRecv = 1, 1 << 3, 1 << 5
+	_, _, e := unix.Syscall(unix.SYS_SECCOMP, setModeFilter, newListener|waitKillableRecv, 0)
+	return e == unix.EFAULT
 }
 
 // openSources opens the host paths of the plan that validation did not
@@ -125,6 +136,9 @@ func (c *Cmd) Start() (retErr error) {
 		return c.fail(step, err)
 	}
 	c.l = l
+	if c.TTY != nil {
+		l.plan.Flags |= nsexec.FlagTTY
+	}
 	defer l.closeSources() // the child inherits its own copies
 	sources, err := l.openSources()
 	if err != nil {
@@ -213,7 +227,11 @@ func (c *Cmd) Start() (retErr error) {
 			*w = writerOnly{f} // os/exec pipes and copies it
 		}
 	}
-	if f, ok := c.Stdin.(*os.File); ok && !passThrough(f) {
+	if c.TTY != nil {
+		// PID 1 keeps /dev/null; the workload gets the jail's terminal,
+		// which startTerminal relays.
+		ec.Stdin, ec.Stdout, ec.Stderr = nil, nil, nil
+	} else if f, ok := c.Stdin.(*os.File); ok && !passThrough(f) {
 		pr, pw, err := os.Pipe()
 		if err != nil {
 			return c.fail("stdin pipe", err)
@@ -279,7 +297,11 @@ func (c *Cmd) Start() (retErr error) {
 	planW.Close()
 
 	var m nsexec.Msg
-	if err := c.recv(&m); err != nil || m.Type != nsexec.MsgReady {
+	err = c.recv1(&m)
+	if err == nil && m.Type == nsexec.MsgPTY { // the terminal comes before READY
+		err = c.recv1(&m)
+	}
+	if err != nil || m.Type != nsexec.MsgReady {
 		c.abort()
 		if err == nil && m.Type == nsexec.MsgSetupError {
 			err = c.childError(m)
@@ -297,9 +319,22 @@ func (c *Cmd) Start() (retErr error) {
 			return c.fail("cgroup", err)
 		}
 	}
+	if c.TTY != nil {
+		if c.pty == nil {
+			c.abort()
+			return c.fail("terminal", c.deathError("before it sent the terminal", io.EOF))
+		}
+		if err := c.Resize(*c.TTY); err != nil {
+			c.abort()
+			return c.fail("terminal", err)
+		}
+	}
 	c.begin = time.Now()
 	if err := c.send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
 		c.log().Debug("send go", "err", err)
+	}
+	if c.pty != nil {
+		c.startTerminal()
 	}
 	if c.stdinRelay != nil {
 		go c.stdinRelay.run() // only now: no input is taken from the caller for a jail that never ran
@@ -320,6 +355,48 @@ func (c *Cmd) abort() {
 	<-c.waitc
 	c.stopTimers()
 	c.sync.Close()
+	c.mu.Lock()
+	if c.pty != nil {
+		c.pty.Close()
+		c.pty = nil
+	}
+	c.mu.Unlock()
+}
+
+// startTerminal relays the workload's terminal: what it prints to Stdout
+// (and the capture), and Stdin into it.
+func (c *Cmd) startTerminal() {
+	out := io.Discard
+	switch {
+	case c.Capture:
+		out = tee(c.stdout, c.Stdout)
+	case c.Stdout != nil:
+		out = c.Stdout
+	}
+	c.ptyDone = make(chan struct{})
+	go func() {
+		defer close(c.ptyDone)
+		_, _ = io.Copy(out, c.pty) // until EIO: every descriptor of the terminal's other side is closed
+	}()
+	if f, ok := c.Stdin.(*os.File); ok {
+		if r, err := newRelay(f, c.pty, false); err == nil {
+			c.stdinRelay = r
+		}
+	} else if c.Stdin != nil {
+		go func() { _, _ = io.Copy(c.pty, c.Stdin) }() // ends with Stdin, or at the first write after the jail
+	}
+}
+
+// Resize sets the size of the workload's terminal (Cmd.TTY); the kernel
+// sends SIGWINCH to its foreground process group. Equivalent to
+// ioctl(TIOCSWINSZ) on the terminal.
+func (c *Cmd) Resize(ws WindowSize) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pty == nil {
+		return errors.New("jail: no terminal to resize (Cmd.TTY is nil, or the jail has not started or has ended)")
+	}
+	return unix.IoctlSetWinsize(int(c.pty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
 }
 
 func tee(buf *capture.Buffer, w io.Writer) io.Writer {
@@ -337,18 +414,71 @@ func cloneError(err error) error {
 	return &InitError{Step: "clone", Err: err}
 }
 
-func (c *Cmd) recv(m *nsexec.Msg) error {
-	b := make([]byte, nsexec.MsgSize)
-	for {
-		n, err := c.sync.Read(b)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return io.EOF
-		}
-		return m.UnmarshalBinary(b[:n])
+// recv reads one sync message and the descriptor attached to it, if any
+// (MsgPTY carries one); the caller owns the file.
+func (c *Cmd) recv(m *nsexec.Msg) (*os.File, error) {
+	rc, err := c.sync.SyscallConn()
+	if err != nil {
+		return nil, err
 	}
+	b := make([]byte, nsexec.MsgSize)
+	oob := make([]byte, unix.CmsgSpace(4))
+	var n, oobn int
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		for {
+			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), b, oob, unix.MSG_CMSG_CLOEXEC)
+			if rerr != unix.EINTR {
+				return rerr != unix.EAGAIN
+			}
+		}
+	}); err != nil {
+		return nil, err
+	}
+	var file *os.File
+	if oobn > 0 {
+		if cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, cm := range cmsgs {
+				fds, _ := unix.ParseUnixRights(&cm)
+				for _, fd := range fds {
+					if file == nil {
+						file = os.NewFile(uintptr(fd), "jail-fd")
+					} else {
+						unix.Close(fd)
+					}
+				}
+			}
+		}
+	}
+	switch {
+	case rerr != nil:
+		err = os.NewSyscallError("recvmsg", rerr)
+	case n == 0:
+		err = io.EOF
+	default:
+		err = m.UnmarshalBinary(b[:n])
+	}
+	if err != nil || m.Type != nsexec.MsgPTY {
+		if file != nil {
+			file.Close() // only MsgPTY carries a descriptor
+		}
+		return nil, err
+	}
+	return file, nil
+}
+
+// recv1 receives a message during setup: a terminal's master is kept as
+// c.pty.
+func (c *Cmd) recv1(m *nsexec.Msg) error {
+	f, err := c.recv(m)
+	if f != nil {
+		if c.pty != nil || c.TTY == nil {
+			f.Close()
+			return errors.New("jail init sent a terminal twice, or unasked")
+		}
+		c.pty = f
+	}
+	return err
 }
 
 func (c *Cmd) send(m nsexec.Msg) error {
@@ -394,7 +524,7 @@ func (c *Cmd) watch() {
 	defer close(c.monitor)
 	for {
 		var m nsexec.Msg
-		if err := c.recv(&m); err != nil {
+		if _, err := c.recv(&m); err != nil {
 			return
 		}
 		c.mu.Lock()
@@ -404,7 +534,11 @@ func (c *Cmd) watch() {
 		case nsexec.MsgExecError:
 			c.execErr, c.end = &m, time.Now()
 		case nsexec.MsgSeccomp:
-			c.seccomp = append(c.seccomp, m)
+			// PID 1 sends the first MaxSeccompEvents, then only what ends
+			// the workload; keep no more than that, whatever it sends.
+			if len(c.seccomp) < 2*nsexec.MaxSeccompEvents {
+				c.seccomp = append(c.seccomp, m)
+			}
 		case nsexec.MsgStarted:
 			if c.l.cloneflags&cloneNewPID == 0 {
 				c.group = int(m.Status)
@@ -537,9 +671,18 @@ func (c *Cmd) Wait() error {
 	<-c.monitor
 	c.sync.Close()
 	c.stopTimers()
+	if c.ptyDone != nil {
+		<-c.ptyDone // the jail is gone: the terminal's output ends
+	}
 	if c.stdinRelay != nil {
 		c.stdinRelay.stop()
 	}
+	c.mu.Lock()
+	if c.pty != nil {
+		c.pty.Close()
+		c.pty = nil
+	}
+	c.mu.Unlock()
 
 	r := c.newResult()
 	c.Result = r
@@ -596,11 +739,14 @@ func (c *Cmd) Wait() error {
 	seccompKilled := false
 	for _, m := range c.seccomp {
 		d := SeccompDenial{Syscall: seccomp.SyscallName(uint32(m.Index), m.Status), Action: "kill", PID: int(m.PID),
-			Workload: m.Aux&nsexec.SeccompWorkload != 0}
+			Workload: m.Aux&nsexec.SeccompWorkload != 0, Interrupted: m.Aux&nsexec.SeccompInterrupted != 0}
+		if d.Interrupted {
+			d.Syscall = "unknown"
+		}
 		if m.Aux&nsexec.SeccompKilled == 0 {
 			d.Action = seccomp.ErrnoName(syscall.Errno(m.Errno))
 		}
-		seccompKilled = seccompKilled || d.Workload && d.Action == "kill"
+		seccompKilled = seccompKilled || (d.Workload || d.Interrupted) && d.Action == "kill"
 		r.SeccompDenials = append(r.SeccompDenials, d)
 	}
 	r.SeccompDenialsTotal = len(r.SeccompDenials)

@@ -12,3 +12,6 @@ func (c *Cmd) Wait() error { return c.Start() }
 
 // Signal reports ErrNotSupported.
 func (c *Cmd) Signal(os.Signal) error { return c.Start() }
+
+// Resize reports ErrNotSupported.
+func (c *Cmd) Resize(WindowSize) error { return c.Start() }

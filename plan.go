@@ -26,12 +26,19 @@ var cloneFlag = map[string]uintptr{
 	"uts": cloneNewUTS, "ipc": cloneNewIPC, "cgroup": cloneNewCgroup,
 }
 
+// waitKillableMissing explains a kernel without
+// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV.
+const waitKillableMissing = "a signal can make a call the policy kills return EINTR before it is killed and reported; that needs SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19)"
+
 // hostFacts is what the planner needs to know about the host and the caller.
 type hostFacts struct {
 	euid, egid int
 	// namespaces holds the namespace kinds this kernel has (/proc/self/ns).
 	namespaces map[string]bool
 	fs         rootfs.Host
+	// seccompWaitKillable: the kernel has
+	// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19).
+	seccompWaitKillable bool
 }
 
 // launch is a complete, validated plan for one run: what the parent passes
@@ -149,6 +156,9 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 	if l.cloneflags&cloneNewPID != 0 {
 		p.Flags |= nsexec.FlagPIDNS
 	}
+	if l.cloneflags&cloneNewCgroup != 0 {
+		p.Flags |= nsexec.FlagCgroupNS
+	}
 	for _, r := range s.Rlimits {
 		p.Rlimits = append(p.Rlimits, nsexec.Rlimit{Resource: rlimitResources[r.Name], Cur: r.Soft, Max: r.Hard})
 	}
@@ -172,6 +182,14 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		p.Seccomp, p.SeccompRules = prog.Filter, prog.Rules
 		if prog.Notify {
 			p.Flags |= nsexec.FlagSeccompNotify
+			switch {
+			case h.seccompWaitKillable:
+				p.Flags |= nsexec.FlagSeccompWaitKillable
+			case !s.AllowUnenforced:
+				return nil, &FeatureError{Feature: "seccomp kills", Reason: waitKillableMissing + " (--allow-unenforced runs without it)"}
+			default:
+				iso.NotEnforced = append(iso.NotEnforced, "seccomp kills: "+waitKillableMissing)
+			}
 		}
 		iso.Seccomp = prog.Policy
 	}

@@ -17,13 +17,18 @@ const allCloneFlags = cloneNewNS | cloneNewCgroup | cloneNewUTS | cloneNewIPC | 
 
 // testHost is a host with every namespace and a caller with euid and egid.
 func testHost(euid, egid int, without ...string) hostFacts {
-	h := hostFacts{euid: euid, egid: egid, namespaces: map[string]bool{}, fs: rootfs.Host{Attach: "/tmp"}}
+	h := hostFacts{euid: euid, egid: egid, namespaces: map[string]bool{}, fs: rootfs.Host{Attach: "/tmp"}, seccompWaitKillable: true}
 	for _, ns := range Namespaces {
 		h.namespaces[ns] = true
 	}
 	for _, ns := range without {
 		delete(h.namespaces, ns)
 	}
+	return h
+}
+
+func noWaitKillable(h hostFacts) hostFacts {
+	h.seccompWaitKillable = false
 	return h
 }
 
@@ -63,7 +68,7 @@ func TestNewLaunch(t *testing.T) {
 			assert.Equal(t, uintptr(allCloneFlags), l.cloneflags, "got clone flags %#x, want %#x", l.cloneflags, allCloneFlags)
 			assert.Equal(t, Namespaces, l.iso.Namespaces)
 			assert.Empty(t, l.iso.NotEnforced)
-			want := nsexec.FlagTimeNS | nsexec.FlagLoopback | nsexec.FlagPIDNS | nsexec.FlagMountNS | nsexec.FlagRootRO | nsexec.FlagSetgroups | nsexec.FlagSeccompNotify
+			want := nsexec.FlagTimeNS | nsexec.FlagLoopback | nsexec.FlagPIDNS | nsexec.FlagMountNS | nsexec.FlagRootRO | nsexec.FlagSetgroups | nsexec.FlagSeccompNotify | nsexec.FlagSeccompWaitKillable | nsexec.FlagCgroupNS
 			assert.Equal(t, want, l.plan.Flags, "got flags %#x, want %#x", l.plan.Flags, want)
 		}},
 		{"default seccomp policy", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
@@ -76,6 +81,11 @@ func TestNewLaunch(t *testing.T) {
 			assert.Equal(t, "none", l.iso.Seccomp)
 			assert.Empty(t, l.plan.Seccomp)
 			assert.Zero(t, l.plan.Flags&nsexec.FlagSeccompNotify)
+		}},
+		{"seccomp kills on a kernel without WAIT_KILLABLE_RECV, allowed", Spec{AllowUnenforced: true}, noWaitKillable(testHost(0, 0)), func(t *testing.T, l *launch) {
+			assert.Zero(t, l.plan.Flags&nsexec.FlagSeccompWaitKillable)
+			require.Len(t, l.iso.NotEnforced, 1)
+			assert.Contains(t, l.iso.NotEnforced[0], "seccomp kills: a signal can make a call")
 		}},
 		{"seccomp log mode", Spec{Seccomp: "strict", SeccompLog: true}, testHost(0, 0), func(t *testing.T, l *launch) {
 			assert.Equal(t, "strict", l.iso.Seccomp)
@@ -235,6 +245,7 @@ func TestNewLaunchRefuses(t *testing.T) {
 		{"unprivileged caller without user namespace", Spec{DisableNamespaces: []string{"user"}}, []string{"id"}, testHost(1000, 1000), "user namespace"},
 		{"unprivileged caller on a kernel without user namespace", Spec{}, []string{"id"}, testHost(1000, 1000, "user"), "user namespace"},
 		{"unprivileged caller on a kernel without user namespace, allowed", Spec{AllowUnenforced: true}, []string{"id"}, testHost(1000, 1000, "user"), "user namespace"},
+		{"seccomp kills on a kernel without WAIT_KILLABLE_RECV", Spec{}, []string{"id"}, noWaitKillable(testHost(0, 0)), "seccomp kills"},
 		{"no argv", Spec{}, nil, testHost(0, 0), ""},
 		{"empty command", Spec{}, []string{""}, testHost(0, 0), ""},
 	} {

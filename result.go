@@ -94,7 +94,8 @@ type Result struct {
 	// refused allocations) and "pids" (refused forks).
 	LimitsHit []string `json:"limits_hit"`
 	// SeccompDenials are the calls the seccomp policy killed (and, with
-	// Spec.SeccompLog, denied), in order, the first 32 of them.
+	// Spec.SeccompLog, denied), in order, the first 32 of them, and always
+	// the kill that ended the command when it came later.
 	SeccompDenials []SeccompDenial `json:"seccomp_denials"`
 	// SeccompDenialsTotal counts them all.
 	SeccompDenialsTotal int `json:"seccomp_denials_total"`
@@ -116,6 +117,10 @@ type SeccompDenial struct {
 	// Workload says the caller was the command itself rather than one of
 	// its children.
 	Workload bool `json:"workload"`
+	// Interrupted says a signal made the caller take a call the policy
+	// kills back before jail could read it: Syscall is "unknown", PID 0,
+	// and jail killed every process of the jail instead (fail closed).
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // ErrorInfo is the reason a run failed.

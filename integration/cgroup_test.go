@@ -167,3 +167,20 @@ func TestCgroupCleanAfterKill(t *testing.T) {
 	assert.Empty(t, jailCgroups())
 	requireGone(t, "sleep 97561")
 }
+
+// TestCgroupNamespaceHidesTheHost is part of finding 14: on cgroup v1 the
+// child joins its cgroups after the cgroup namespace was made (at clone),
+// so /proc/self/cgroup showed the jail's cgroup, named after jail's host
+// pid. The namespace is made again after the join: every hierarchy shows
+// the jail's own cgroup as "/".
+func TestCgroupNamespaceHidesTheHost(t *testing.T) {
+	requireCgroups(t)
+	res := cgroupRun(t, "--memory", "64M", "--pids", "64", "--", "sh", "-c", "cat /proc/self/cgroup")
+	require.Equal(t, jail.StatusExited, res.Status, "%+v", res.Error)
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	require.NotEmpty(t, lines)
+	for _, l := range lines {
+		assert.True(t, strings.HasSuffix(l, ":/"), "got %q, want the namespace root", l)
+	}
+	assert.NotContains(t, res.Stdout, "jail-", "no host cgroup name")
+}

@@ -27,6 +27,7 @@
 #include <linux/seccomp.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -70,6 +71,12 @@ struct mount_attr { uint64_t attr_set, attr_clr, propagation, userns_fd; };
 #endif
 #ifndef SECCOMP_FILTER_FLAG_TSYNC_ESRCH
 #define SECCOMP_FILTER_FLAG_TSYNC_ESRCH (1UL << 4) /* Linux 5.7 */
+#endif
+#ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+#define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5) /* Linux 5.19 */
+#endif
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41) /* Linux 4.13 */
 #endif
 
 static int sys_open_tree(int dfd, const char *path, unsigned flags) { return syscall(SYS_open_tree, dfd, path, flags); }
@@ -210,6 +217,22 @@ static int send_msg_ex(uint32_t type, int32_t err, int32_t status, int32_t index
 static int send_msg(uint32_t type, int32_t err, int32_t status, int32_t index, const char *step)
 {
 	return send_msg_ex(type, err, status, index, step, 0, 0);
+}
+
+/* send_fd sends a message of type with descriptor fd attached (SCM_RIGHTS)
+ * over sock. */
+static int send_fd(int sock, const void *msg, size_t len, int fd)
+{
+	struct iovec iov = {(void *)msg, len};
+	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } c;
+	memset(&c, 0, sizeof c);
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf};
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof fd);
+	return sendmsg(sock, &m, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
 }
 
 /* ---- mount steps: everything happens relative to root_fd, the new root ---- */
@@ -619,19 +642,15 @@ static int load_seccomp(const struct plan *p, int errfd)
 	unsigned long flags = SECCOMP_FILTER_FLAG_TSYNC;
 	int notify = p->flags & PLAN_SECCOMP_NOTIFY;
 	if (notify) flags |= SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_TSYNC_ESRCH;
+	/* Once PID 1 has received a notification, the caller waits for the
+	 * answer killably: a signal can no longer make the call return EINTR
+	 * before PID 1 kills it (without this, most interrupted kills were
+	 * dodged and never reported). */
+	if (p->flags & PLAN_SECCOMP_WAIT_KILLABLE) flags |= SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
 	int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
 	if (fd < 0 || !notify) return fd < 0 ? -1 : 0;
 	struct exec_failure hello = {0, "seccomp listener"};
-	struct iovec iov = {&hello, sizeof hello};
-	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } c;
-	memset(&c, 0, sizeof c);
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf};
-	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-	h->cmsg_level = SOL_SOCKET;
-	h->cmsg_type = SCM_RIGHTS;
-	h->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(h), &fd, sizeof fd);
-	return sendmsg(errfd, &m, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
+	return send_fd(errfd, &hello, sizeof hello, fd);
 }
 
 /* The notification buffers, sized by the running kernel (the structs may
@@ -669,8 +688,6 @@ static int is_workload(const struct plan *p, pid_t workload, pid_t tid)
  * notification without rules, is a kill of the calling process. */
 static void answer_notification(const struct plan *p, int lfd, pid_t workload)
 {
-	memset(notif_req, 0, notif_req_size);
-	if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, notif_req) < 0) return; /* EINTR, or the caller died: ENOENT */
 	uint32_t verdict = SECCOMP_RET_KILL_PROCESS;
 	if (p->seccomp_rules) verdict = jail_bpf_run(p->seccomp_rules, p->seccomp_rules_len, &notif_req->data);
 	int32_t err = 0, aux = is_workload(p, workload, (pid_t)notif_req->pid) ? SECCOMP_EV_WORKLOAD : 0;
@@ -686,8 +703,127 @@ static void answer_notification(const struct plan *p, int lfd, pid_t workload)
 		 * tid cannot have been reused. kill(2) of a tid ends its process. */
 		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_ID_VALID, &notif_req->id) == 0) kill((pid_t)notif_req->pid, SIGKILL);
 	}
-	if (++seccomp_events <= MAX_SECCOMP_EVENTS)
+	/* Past the cap, the kill that ends the workload is still reported:
+	 * throw-away denials must not hide it. */
+	if (++seccomp_events <= MAX_SECCOMP_EVENTS || (aux & SECCOMP_EV_KILLED && aux & SECCOMP_EV_WORKLOAD))
 		send_msg_ex(MSG_SECCOMP, err, notif_req->data.nr, (int32_t)notif_req->data.arch, NULL, (int32_t)notif_req->pid, aux);
+}
+
+/* The listener thread: PID 1 receives notifications on a thread of its own,
+ * blocked in SECCOMP_IOCTL_NOTIF_RECV. Every notification the kernel queues
+ * ups a counting semaphore that RECV downs, so each one wakes exactly one
+ * RECV, which returns it, or ENOENT when its caller took it back before we
+ * could read it: a signal interrupted the call (and the caller lives, with
+ * EINTR), or the caller is dying. poll(2) on the listener cannot see those:
+ * it reports only notifications still queued. Once received, a call waits
+ * killably (PLAN_SECCOMP_WAIT_KILLABLE), so a received kill always lands. */
+static struct {
+	const struct plan *p;
+	int lfd, done[2];
+	pid_t workload;
+	pthread_t thread;
+	int started;
+	volatile sig_atomic_t draining;
+} listener = {.lfd = -1, .done = {-1, -1}};
+
+/* The signal that ends a blocked RECV when the listener is drained: a
+ * real-time one glibc does not use, outside the set PID 1 forwards. */
+#define SIG_DRAIN (SIGRTMIN + 3)
+
+static void on_drain(int sig) { (void)sig; }
+
+/* note_interrupted handles a notification taken back before it was read:
+ * a call the policy kills was made and its caller could not be killed, nor
+ * even named. Fail closed: end the whole jail, and report it. */
+static void note_interrupted(void)
+{
+	static int noted;
+	if (++seccomp_events <= MAX_SECCOMP_EVENTS || !noted++)
+		send_msg_ex(MSG_SECCOMP, 0, -1, 0, NULL, 0, SECCOMP_EV_KILLED | SECCOMP_EV_INTERRUPTED);
+	kill((listener.p->flags & PLAN_PIDNS) ? -1 : -listener.workload, SIGKILL);
+}
+
+/* filter_unused reports whether no task uses the filter any more: then
+ * RECV returns ENOENT at once, with nothing taken back (Linux 6.6's
+ * recv_wait_event), and the listener polls POLLHUP. */
+static int filter_unused(void)
+{
+	struct pollfd pd = {listener.lfd, POLLIN, 0};
+	return poll(&pd, 1, 0) > 0 && (pd.revents & POLLHUP);
+}
+
+static void *listen_seccomp(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		memset(notif_req, 0, notif_req_size);
+		if (ioctl(listener.lfd, SECCOMP_IOCTL_NOTIF_RECV, notif_req) == 0)
+			answer_notification(listener.p, listener.lfd, listener.workload);
+		else if (errno == ENOENT && !filter_unused())
+			note_interrupted();
+		else if (errno != EINTR || listener.draining)
+			break;
+	}
+	(void)!write(listener.done[1], "", 1);
+	return NULL;
+}
+
+/* start_listener starts the listener thread on lfd. */
+static int start_listener(const struct plan *p, int lfd, pid_t workload)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_drain; /* no SA_RESTART: the signal ends a blocked RECV with EINTR */
+	pthread_attr_t attr;
+	listener.p = p, listener.lfd = lfd, listener.workload = workload;
+	if (sigaction(SIG_DRAIN, &sa, NULL) < 0 || pipe2(listener.done, O_CLOEXEC) < 0) return -1;
+	if ((errno = pthread_attr_init(&attr)) != 0) return -1;
+	pthread_attr_setstacksize(&attr, 128 << 10);
+	errno = pthread_create(&listener.thread, &attr, listen_seccomp, NULL);
+	pthread_attr_destroy(&attr);
+	if (errno != 0) return -1;
+	listener.started = 1;
+	return 0;
+}
+
+/* drain_listener waits until the listener has handled every notification
+ * the kernel queued, so that the workload's report comes after all of its
+ * seccomp events. Called once the workload has exited. */
+static void drain_listener(void)
+{
+	if (!listener.started) return;
+	listener.draining = 1;
+	for (;;) {
+		pthread_kill(listener.thread, SIG_DRAIN);
+		struct pollfd pd = {listener.done[0], POLLIN, 0};
+		if (poll(&pd, 1, 2) > 0) return; /* else the signal came between two RECVs: again */
+	}
+}
+
+/* ---- the terminal of --tty ---- */
+
+static int tty_slave = -1;
+
+/* open_terminal makes the workload's terminal, a new pty of the jail's own
+ * devpts instance, and sends its master to the parent, which relays it to
+ * the caller's terminal: that one never enters the jail. */
+static int open_terminal(struct plan *p)
+{
+	if (!(p->flags & PLAN_TTY)) return 0;
+	int m = open("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC), unlock = 0;
+	if (m < 0 && errno == ENOENT) m = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0) return -1;
+	struct sync_msg msg = {.type = MSG_PTY, .index = -1};
+	if (ioctl(m, TIOCSPTLCK, &unlock) < 0 ||
+	    (tty_slave = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
+	    send_fd(SYNC_FD, &msg, sizeof msg, m) < 0) {
+		int e = errno;
+		close(m);
+		errno = e;
+		return -1;
+	}
+	close(m);
+	return 0;
 }
 
 /* ---- the workload: drop everything, then exec ---- */
@@ -745,8 +881,16 @@ static void run_workload(struct plan *p, int errfd)
 	for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	umask(022);
-	/* No controlling terminal, so TIOCSTI into the caller's tty is impossible. */
+	/* A session of its own: the caller's terminal is never its controlling
+	 * terminal (TIOCSTI). With --tty, the jail's own pty is. */
 	if (setsid() < 0) goto fail;
+	step = "terminal";
+	if (tty_slave >= 0) {
+		for (int fd = 0; fd <= 2; fd++)
+			if (dup2(tty_slave, fd) < 0) goto fail;
+		if (ioctl(0, TIOCSCTTY, 0) < 0) goto fail;
+		if (tty_slave > 2) close(tty_slave);
+	}
 	step = "rlimits";
 	for (size_t i = 0; i < p->nrlimits; i++)
 		if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim) < 0) goto fail;
@@ -809,6 +953,7 @@ static int reap_workload(struct plan *p)
 	if (pid < 0) return -1;
 	if (pid == 0) { close(ep[0]); run_workload(p, ep[1]); }
 	close(ep[1]);
+	if (tty_slave >= 0) close(tty_slave); /* the master reads EIO once the jail is gone */
 
 	struct exec_failure f;
 	ssize_t n;
@@ -828,13 +973,15 @@ static int reap_workload(struct plan *p)
 		_exit(0);
 	}
 	send_msg(MSG_STARTED, 0, pid, -1, NULL); /* the pid, for a parent that shares our PID namespace */
+	if (lfd >= 0 && start_listener(p, lfd, pid) < 0) {
+		kill(pid, SIGKILL); /* never run without the supervisor the filter needs */
+		return -1;
+	}
 
-	struct pollfd fds[3] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}, {lfd, POLLIN, 0}};
+	struct pollfd fds[2] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}};
 	for (;;) {
-		if (poll(fds, 3, -1) < 0) { if (errno == EINTR) continue; return -1; }
+		if (poll(fds, 2, -1) < 0) { if (errno == EINTR) continue; return -1; }
 		if (fds[1].revents) _exit(1); /* the parent went away (or spoke out of turn): end the jail */
-		if (fds[2].revents & POLLIN) answer_notification(p, lfd, pid);
-		else if (fds[2].revents) fds[2].fd = -1; /* POLLHUP: no process uses the filter any more */
 		if (!(fds[0].revents & POLLIN)) continue;
 		struct signalfd_siginfo si;
 		if (read(sfd, &si, sizeof si) != sizeof si) continue;
@@ -845,6 +992,7 @@ static int reap_workload(struct plan *p)
 		pid_t r;
 		while ((r = waitpid(-1, &status, WNOHANG)) > 0)
 			if (r == pid) {
+				drain_listener();
 				send_msg_ex(MSG_EXITED, 0, status, -1, NULL, 0, seccomp_events);
 				_exit(0);
 			}
@@ -875,6 +1023,12 @@ static int run_child(struct plan *p, const char **step)
 	sigset_t set;
 	*step = "join cgroup";
 	if (join_cgroup(p) < 0) return -1;
+	/* The cgroup namespace was made at clone, before the join: its root is
+	 * the caller's cgroup, and /proc/self/cgroup would show the jail's
+	 * cgroup name, with jail's host pid in it. Made again here, its root is
+	 * the jail's own cgroup. */
+	*step = "cgroup namespace";
+	if (p->cgroup_fds > 0 && (p->flags & PLAN_CGROUPNS) && unshare(CLONE_NEWCGROUP) < 0) return -1;
 	*step = "block signals";
 	if (block_signals(&set) < 0) return -1;
 	static const struct { const char *name; int (*run)(struct plan *); int mountns; } steps[] = {
@@ -888,6 +1042,7 @@ static int run_child(struct plan *p, const char **step)
 		{"hostname", set_hostname, 0},
 		{"loopback up", loopback_up, 0},
 		{"time namespace", new_time_ns, 0},
+		{"terminal", open_terminal, 0},
 		{"wait for parent", wait_for_go, 0},
 	};
 	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {

@@ -30,6 +30,9 @@
 #define PLAN_PIDNS 0x10     /* we are PID 1: forward signals with kill(-1) */
 #define PLAN_SETGROUPS 0x20 /* setgroups(0) is allowed: drop supplementary groups */
 #define PLAN_SECCOMP_NOTIFY 0x40 /* load the filter with a listener and hand it to PID 1 */
+#define PLAN_SECCOMP_WAIT_KILLABLE 0x80 /* ... with SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19) */
+#define PLAN_CGROUPNS 0x100 /* the jail has its own cgroup namespace: make it again after joining v1 cgroups */
+#define PLAN_TTY 0x200 /* the workload gets a new terminal of the jail's devpts; its master goes to the parent */
 
 /* record tags */
 enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD,
@@ -77,10 +80,11 @@ struct plan {
 };
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */
-enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED, MSG_SECCOMP };
+enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED, MSG_SECCOMP, MSG_PTY };
 #define SECCOMP_EV_KILLED 1   /* MSG_SECCOMP aux: PID 1 killed the caller */
 #define SECCOMP_EV_WORKLOAD 2 /* MSG_SECCOMP aux: the caller is the workload itself */
-#define MAX_SECCOMP_EVENTS 32
+#define SECCOMP_EV_INTERRUPTED 4 /* MSG_SECCOMP aux: the call was taken back before PID 1 could read it; the jail was killed */
+#define MAX_SECCOMP_EVENTS 32 /* then only the kill that ends the workload is still sent */
 
 struct sync_msg {
 	uint32_t type;

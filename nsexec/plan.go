@@ -22,6 +22,17 @@ const (
 	// SECCOMP_RET_USER_NOTIF, so the workload loads it with a listener and
 	// hands the listener to PID 1.
 	FlagSeccompNotify Flags = 0x40
+	// FlagSeccompWaitKillable loads the filter with
+	// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19): a call PID 1
+	// has received cannot be interrupted by a signal before it is killed.
+	FlagSeccompWaitKillable Flags = 0x80
+	// FlagCgroupNS: the jail has its own cgroup namespace, made again
+	// after the child joins its cgroup v1 hierarchies.
+	FlagCgroupNS Flags = 0x100
+	// FlagTTY gives the workload a new pty of the jail's devpts as its
+	// stdin, stdout, stderr and controlling terminal; the child sends the
+	// master to the parent (MsgPTY) before MsgReady.
+	FlagTTY Flags = 0x200
 )
 
 // OpKind is what a mount op does.

@@ -45,6 +45,7 @@ const (
 	MsgStarted    MsgType = 5 // child → parent: the workload's execve succeeded
 	MsgExited     MsgType = 6 // child → parent: the workload's wait status
 	MsgSeccomp    MsgType = 7 // child → parent: the seccomp filter denied or killed a call
+	MsgPTY        MsgType = 8 // child → parent: the master of the workload's terminal, attached (SCM_RIGHTS)
 )
 
 // MsgSize is the size of one sync message on the wire; stepSize of it is
@@ -81,10 +82,14 @@ type Msg struct {
 const (
 	SeccompKilled   = 1 // PID 1 killed the calling process
 	SeccompWorkload = 2 // the calling process is the workload itself
+	// SeccompInterrupted: a signal made the caller take the call back
+	// before PID 1 could read it (the syscall is unknown, Status -1); PID 1
+	// killed every process of the jail.
+	SeccompInterrupted = 4
 )
 
 // MaxSeccompEvents is how many MsgSeccomp events PID 1 sends; it counts
-// the rest.
+// the rest, and sends the kill that ends the workload whatever the count.
 const MaxSeccompEvents = 32
 
 // MarshalBinary encodes m as one wire message.
@@ -122,7 +127,7 @@ func (m *Msg) UnmarshalBinary(b []byte) error {
 		}
 	}
 	m.Step = string(step)
-	if m.Type < MsgReady || m.Type > MsgSeccomp {
+	if m.Type < MsgReady || m.Type > MsgPTY {
 		return errors.New("sync message of unknown type " + fmt.Sprint(m.Type))
 	}
 	return nil

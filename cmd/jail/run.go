@@ -44,7 +44,7 @@ type runFlags struct {
 	cgroupParent                    string
 	rlimits                         []string
 	stdin                           string
-	asJSON                          bool
+	asJSON, tty                     bool
 	report                          string
 	allowUnenforced, allowSensitive bool
 	seccomp                         string
@@ -87,6 +87,7 @@ or was not found.`,
 	f.register(fl)
 	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own; with --json the default is none), none (/dev/null), or a FILE (a regular file or a pipe, fed through a pipe; /dev/fd/N for <(cmd))")
 	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
+	fl.BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal of its own (a new pty inside the jail), relayed to yours in raw mode; stdout and stderr become one stream")
 	fl.StringVar(&f.report, "report", "", "also write the JSON result to `FILE` (replaced by a new file; its directory is opened before the run)")
 	return cmd
 }
@@ -358,6 +359,18 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 	defer stop()
 	c := jail.Command(ctx, spec, args[0], args[1:]...)
 	c.Capture = f.asJSON
+	var term *terminal
+	if f.tty {
+		if f.asJSON {
+			return usageError("--tty: not with --json (a terminal's output is one stream, for a person)")
+		}
+		term = openTerminal(int(os.Stdin.Fd()))
+		if term == nil {
+			term = openTerminal(int(os.Stdout.Fd())) // for the size only
+		}
+		ws := term.size()
+		c.TTY = &ws
+	}
 	stdin := f.stdin
 	if f.asJSON && !cmd.Flags().Changed("stdin") {
 		stdin = "none" // a captured run reads no terminal unless told to
@@ -395,10 +408,25 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
+	if term != nil && term.fd == int(os.Stdin.Fd()) && stdin == "-" {
+		// Every key goes to the jail's terminal; the caller's is put back
+		// as it was on every way out but SIGKILL.
+		if err := term.makeRaw(); err != nil {
+			return usageError("--tty: raw mode: %v", err)
+		}
+		defer term.restore()
+	}
+	if f.tty {
+		signal.Notify(sigs, winch)
+	}
 	runErr := c.Start()
 	if runErr == nil {
 		go func() {
 			for s := range sigs {
+				if s == winch {
+					_ = c.Resize(term.size())
+					continue
+				}
 				_ = c.Signal(s)
 			}
 		}()

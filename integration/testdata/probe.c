@@ -10,6 +10,12 @@
  *                        would; see syscalls below
  *   probe hog MB         allocate and touch MB mebibytes, 1 MiB at a time
  *   probe spin N         spin on N threads forever
+ *   probe dodge NAME N   make the syscall NAME up to N times while another
+ *                        thread floods this one with a signal whose handler
+ *                        does not restart calls; print how many returned
+ *                        EINTR if it lives
+ *   probe children NAME N  fork N children that each make the syscall NAME,
+ *                        then make it itself
  *   probe tty-attack     on fds 0-2: turn off echo and canonical mode, set
  *                        TIOCEXCL, the N_NULL line discipline, a 1x1 window
  *                        and O_NONBLOCK, and write an escape sequence: what
@@ -104,6 +110,15 @@ static long sys(const char *name)
 	return -2;
 }
 
+static pid_t dodge_tid;
+static void on_usr1(int sig) { (void)sig; }
+static void *flood(void *arg)
+{
+	(void)arg;
+	for (;;) syscall(SYS_tgkill, getpid(), dodge_tid, SIGUSR1);
+	return NULL;
+}
+
 static void *spin(void *arg)
 {
 	(void)arg;
@@ -147,6 +162,29 @@ int main(int argc, char **argv)
 			if (pthread_create(&t, NULL, spin, NULL) != 0) return report(-1);
 		}
 		spin(NULL);
+	}
+	if (!strcmp(argv[1], "dodge") && argc == 4) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_usr1; /* no SA_RESTART: an interrupted call returns EINTR */
+		sigaction(SIGUSR1, &sa, NULL);
+		dodge_tid = (pid_t)syscall(SYS_gettid);
+		pthread_t t;
+		if (pthread_create(&t, NULL, flood, NULL) != 0) return report(-1);
+		int eintr = 0, n = atoi(argv[3]);
+		for (int i = 0; i < n; i++)
+			if (sys(argv[2]) < 0 && errno == EINTR) eintr++;
+		printf("survived eintr=%d of %d\n", eintr, n);
+		fflush(stdout);
+		_exit(0);
+	}
+	if (!strcmp(argv[1], "children") && argc == 4) {
+		for (int i = 0, n = atoi(argv[3]); i < n; i++) {
+			pid_t pid = fork();
+			if (pid == 0) { sys(argv[2]); _exit(0); }
+			if (pid > 0) waitpid(pid, NULL, 0);
+		}
+		return report(sys(argv[2]) < 0 ? -1 : 0);
 	}
 	if (!strcmp(argv[1], "tty-attack")) {
 		int ttys = 0;

@@ -33,3 +33,30 @@ func ReadFile(unsafePath string, max int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// OpenInput opens an input file; off Linux it refuses only a symlink at
+// the last component.
+func OpenInput(unsafePath string) (*os.File, error) {
+	fi, err := os.Lstat(unsafePath)
+	if err != nil {
+		return nil, err
+	}
+	if m := fi.Mode(); !m.IsRegular() && m&os.ModeNamedPipe == 0 {
+		return nil, &TypeError{Path: unsafePath, Kind: kind(m), Want: "a regular file or a pipe"}
+	}
+	return os.Open(unsafePath)
+}
+
+// Output is a file jail writes once; off Linux, a plain path.
+type Output struct{ path string }
+
+// CreateOutput records the path; off Linux nothing is checked.
+func CreateOutput(unsafePath string) (*Output, error) { return &Output{path: unsafePath}, nil }
+
+// Write writes the file.
+func (o *Output) Write(data []byte, perm uint32) error {
+	return os.WriteFile(o.path, data, os.FileMode(perm))
+}
+
+// Close does nothing.
+func (o *Output) Close() error { return nil }
