@@ -75,17 +75,18 @@ type Cmd struct {
 	ptyDone    chan struct{} // closed when the terminal's output ended
 	begin      time.Time
 
-	mu         sync.Mutex
-	end        time.Time
-	exited     *nsexec.Msg   // MsgExited
-	execErr    *nsexec.Msg   // MsgExecError
-	seccomp    []nsexec.Msg  // MsgSeccomp events
-	cg         *cgroup.Group // the run's cgroup, when the Spec has limits
-	killReason Status        // timed_out or canceled, once the jail is being killed
-	group      int           // the workload's process group, when the jail shares our PID namespace
-	killSent   bool          // the caller sent SIGKILL with Signal
-	timers     []*time.Timer
-	done       chan struct{}
+	mu              sync.Mutex
+	end             time.Time
+	exited          *nsexec.Msg   // MsgExited
+	workloadStarted bool          // MsgStarted: the workload's execve succeeded
+	execErr         *nsexec.Msg   // MsgExecError
+	seccomp         []nsexec.Msg  // MsgSeccomp events
+	cg              *cgroup.Group // the run's cgroup, when the Spec has limits
+	killReason      Status        // timed_out or canceled, once the jail is being killed
+	group           int           // the workload's process group, when the jail shares our PID namespace
+	killSent        bool          // the caller sent SIGKILL with Signal
+	timers          []*time.Timer
+	done            chan struct{}
 }
 
 // WindowSize is the size of a terminal, in characters.

@@ -540,6 +540,7 @@ func (c *Cmd) watch() {
 				c.seccomp = append(c.seccomp, m)
 			}
 		case nsexec.MsgStarted:
+			c.workloadStarted = true
 			if c.l.cloneflags&cloneNewPID == 0 {
 				c.group = int(m.Status)
 			}
@@ -789,6 +790,14 @@ func (c *Cmd) Wait() error {
 		r.Status, r.ExitCode, r.Signal = StatusOOMKilled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
 	case c.killSent:
 		r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
+	case c.workloadStarted:
+		// PID 1 died under the workload, which the kernel killed with it
+		// (the PID namespace, or its parent-death signal): what is known
+		// of the workload is that it ran and was killed.
+		r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
+		r.SupervisorLost = true
+		r.Error = &ErrorInfo{Step: "supervisor", Message: c.deathError("after the workload started", errOrEOF(waitErr)).Error() +
+			"; the workload was killed with it"}
 	default:
 		err := &InitError{Step: "init", Err: c.deathError("before the workload's report", errOrEOF(waitErr))}
 		r.Status, r.ExitCode = StatusSetupError, ExitSetupError

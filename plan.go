@@ -159,7 +159,7 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 	if l.cloneflags&cloneNewCgroup != 0 {
 		p.Flags |= nsexec.FlagCgroupNS
 	}
-	for _, r := range s.Rlimits {
+	for _, r := range s.rlimits() {
 		p.Rlimits = append(p.Rlimits, nsexec.Rlimit{Resource: rlimitResources[r.Name], Cur: r.Soft, Max: r.Hard})
 	}
 	iso.Seccomp = seccomp.None

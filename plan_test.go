@@ -213,7 +213,16 @@ func TestNewLaunch(t *testing.T) {
 			assert.Equal(t, []string{"/usr/local/bin", "/usr/bin", "/bin"}, l.plan.Path)
 		}},
 		{"rlimits", Spec{Rlimits: []Rlimit{{"nofile", 64, 128}, {"core", 0, RlimitInfinity}}}, testHost(0, 0), func(t *testing.T, l *launch) {
-			assert.Equal(t, []nsexec.Rlimit{{Resource: 7, Cur: 64, Max: 128}, {Resource: 4, Cur: 0, Max: RlimitInfinity}}, l.plan.Rlimits)
+			assert.Equal(t, []nsexec.Rlimit{{Resource: 7, Cur: 64, Max: 128}, {Resource: 4, Cur: 0, Max: RlimitInfinity},
+				{Resource: 11, Cur: 256, Max: 256}, {Resource: 12, Cur: 64 << 10, Max: 64 << 10},
+				{Resource: 8, Cur: 1 << 20, Max: 1 << 20}, {Resource: 6, Cur: 4096, Max: 4096}}, l.plan.Rlimits,
+				"the Spec's, then the defaults for per-user budgets")
+		}},
+		{"rlimits override a default", Spec{Rlimits: []Rlimit{{"sigpending", 10, 20}}}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, nsexec.Rlimit{Resource: 11, Cur: 10, Max: 20}, l.plan.Rlimits[0])
+			for _, r := range l.plan.Rlimits[1:] {
+				assert.NotEqual(t, 11, r.Resource, "sigpending once, the Spec's")
+			}
 		}},
 		{"hostname and cwd", Spec{Hostname: "box", Cwd: "/work"}, testHost(0, 0), func(t *testing.T, l *launch) {
 			assert.Equal(t, "box", l.plan.Hostname)

@@ -99,7 +99,13 @@ type Result struct {
 	SeccompDenials []SeccompDenial `json:"seccomp_denials"`
 	// SeccompDenialsTotal counts them all.
 	SeccompDenialsTotal int `json:"seccomp_denials_total"`
-	// Error explains a setup_error (and a canceled run), else it is null.
+	// SupervisorLost says the jail's PID 1 died after the workload had
+	// started (the workload may take it down: it shares its ids), and the
+	// kernel killed the workload with it: Status is signaled (KILL), and
+	// Error says how PID 1 ended. Never a setup error.
+	SupervisorLost bool `json:"supervisor_lost"`
+	// Error explains a setup_error (and a canceled run, or a lost
+	// supervisor), else it is null.
 	Error *ErrorInfo `json:"error"`
 	// Isolation says what was in force.
 	Isolation Isolation `json:"isolation"`

@@ -71,7 +71,8 @@ type Spec struct {
 	// and the tail are kept and the rest is counted. 0 means 1 MiB.
 	OutputLimitBytes int64 `json:"output_limit_bytes,omitempty"`
 
-	// Rlimits are setrlimit(2) limits for the workload.
+	// Rlimits are setrlimit(2) limits for the workload. The resources it
+	// does not name get the [DefaultRlimits].
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
 
 	// DisableNamespaces lists namespaces not to create: user, pid, mount,
@@ -207,6 +208,23 @@ const (
 	MaxOutputLimitBytes = 1 << 30
 	maxTimeout          = 7 * 24 * time.Hour
 )
+
+// DefaultRlimits are set for every jail unless its Spec sets the same
+// resource. They bound what the kernel counts per user across user
+// namespaces: queued signals (timer_create takes one too), POSIX message
+// queue bytes, locked shared memory and processes are charged both to the
+// jail's user and, up the chain, to the user that created the jail's user
+// namespace: host root for a root caller, the caller otherwise. Without
+// them one jail could take all of that user's budget, and the host would
+// get EAGAIN from sigqueue and timer_create, and EMFILE from mq_open. No
+// process in a jail can raise a hard limit (that needs CAP_SYS_RESOURCE in
+// the host's user namespace).
+var DefaultRlimits = []Rlimit{
+	{Name: "sigpending", Soft: 256, Hard: 256},
+	{Name: "msgqueue", Soft: 64 << 10, Hard: 64 << 10},
+	{Name: "memlock", Soft: 1 << 20, Hard: 1 << 20},
+	{Name: "nproc", Soft: 4096, Hard: 4096},
+}
 
 // DefaultEnv is the environment of a Spec whose Env is nil.
 var DefaultEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8"}
@@ -505,6 +523,22 @@ func (s *Spec) searchPath() []string {
 		}
 	}
 	return []string{"/usr/local/bin", "/usr/bin", "/bin"} // execvp(3)'s default
+}
+
+// rlimits are the Spec's rlimits and, for the resources it does not name,
+// the DefaultRlimits.
+func (s *Spec) rlimits() []Rlimit {
+	out := append([]Rlimit{}, s.Rlimits...)
+	for _, d := range DefaultRlimits {
+		named := false
+		for _, r := range s.Rlimits {
+			named = named || r.Name == d.Name
+		}
+		if !named {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // limits are the Spec's cgroup limits.

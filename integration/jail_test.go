@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -696,4 +697,40 @@ func TestTTY(t *testing.T) {
 	assert.Contains(t, got, "got typed\n50 120\n", "input and the new size reached the workload")
 	before.Rows, before.Cols = 50, 120 // the test's own resize
 	assert.Equal(t, before, terminalState(t, slave), "the caller's terminal is out of raw mode")
+}
+
+// TestJailCannotStarveHostBudgets is finding 5: queued signals and POSIX
+// message queue bytes are counted per user across user namespaces, up to
+// the user who created the jail's (host root for a root caller). A jail
+// holding as many as it can must leave the caller's own processes theirs.
+func TestJailCannotStarveHostBudgets(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		hog           []string // in the jail: take as much as possible and hold it
+		victim        []string // on the host, as the caller
+		victimWants   string
+		hogGetsAtMost string
+	}{
+		{"queued signals", []string{"sigqueue", "5000", "hold"}, []string{"prlimit", "--sigpending=1000", probeBin, "sigqueue", "50"},
+			"queued 50\n", "queued 256 EAGAIN\n"},
+		{"message queues", []string{"mq", "64", "hold"}, []string{probeBin, "mq", "1"},
+			"queues 1\n", "queues 0 EMFILE\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := jailCmd(t.Context(), append([]string{"run", "--profile", "strict", "--seccomp", "default", "--timeout", "20s",
+				"--ro-bind", binDir + ":/probe", "--", "/probe/probe"}, tc.hog...)...)
+			stdout, err := c.StdoutPipe()
+			require.NoError(t, err)
+			require.NoError(t, c.Start())
+			defer func() { _ = c.Process.Kill(); _ = c.Wait() }()
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			require.NoError(t, err)
+			assert.Equal(t, tc.hogGetsAtMost, line, "the jail's own share")
+
+			v := exec.Command(tc.victim[0], tc.victim[1:]...)
+			out, err := v.CombinedOutput()
+			assert.NoError(t, err, "the caller's process starved: %s", out)
+			assert.Equal(t, tc.victimWants, string(out))
+		})
+	}
 }

@@ -238,3 +238,30 @@ func TestSeccompKillNotHiddenByDenials(t *testing.T) {
 		assert.False(t, d.Workload, "the throw-away children's kills")
 	}
 }
+
+// TestPID1Survives is finding 3: the workload shares its ids with the
+// jail's PID 1, so prlimit64(1, RLIMIT_CPU, 0) used to kill PID 1, and the
+// report said setup_error. Both built-in policies refuse prlimit64 on any
+// process but the caller; without a policy the attack works, and the
+// report says what happened: the supervisor was lost, the workload killed.
+func TestPID1Survives(t *testing.T) {
+	for _, policy := range []string{"strict", "default"} {
+		t.Run(policy, func(t *testing.T) {
+			r, _ := runJSON(t, "--profile", "strict", "--seccomp", policy, "--ro-bind", binDir+":/probe", "--", "/probe/probe", "kill-init")
+			assert.Equal(t, jail.StatusExited, r.Status)
+			assert.Equal(t, "errno 1 Operation not permitted\n", r.Stdout, "EPERM")
+			assert.False(t, r.SupervisorLost)
+		})
+	}
+	t.Run("no policy: the loss is reported, not a setup error", func(t *testing.T) {
+		r, c := runJSON(t, "--profile", "strict", "--seccomp", "none", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "kill-init")
+		assert.Equal(t, "set\n", r.Stdout, "the attack went through")
+		assert.True(t, r.SupervisorLost)
+		assert.Equal(t, jail.StatusSignaled, r.Status)
+		assert.Equal(t, "KILL", r.Signal)
+		assert.Equal(t, 137, c.code)
+		require.NotNil(t, r.Error)
+		assert.Equal(t, "supervisor", r.Error.Step)
+		assert.Contains(t, r.Error.Message, "after the workload started")
+	})
+}

@@ -16,6 +16,12 @@
  *                        EINTR if it lives
  *   probe children NAME N  fork N children that each make the syscall NAME,
  *                        then make it itself
+ *   probe kill-init      set RLIMIT_CPU 0 on PID 1 (prlimit64), then make it
+ *                        work: it reaps 20000 orphans
+ *   probe sigqueue N [hold]  queue N real-time signals to itself (blocked),
+ *                        print how many the kernel took, and keep them
+ *   probe mq N [hold]    open N POSIX message queues of 10 x 8 KiB, print
+ *                        how many, and keep them (or remove them)
  *   probe tty-attack     on fds 0-2: turn off echo and canonical mode, set
  *                        TIOCEXCL, the N_NULL line discipline, a 1x1 window
  *                        and O_NONBLOCK, and write an escape sequence: what
@@ -37,6 +43,8 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <mqueue.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -185,6 +193,50 @@ int main(int argc, char **argv)
 			if (pid > 0) waitpid(pid, NULL, 0);
 		}
 		return report(sys(argv[2]) < 0 ? -1 : 0);
+	}
+	if (!strcmp(argv[1], "kill-init")) {
+		struct rlimit zero = {0, 0};
+		if (syscall(SYS_prlimit64, 1, RLIMIT_CPU, &zero, NULL) < 0) return report(-1);
+		printf("set\n");
+		fflush(stdout);
+		for (int i = 0; i < 20000; i++) { /* orphans: PID 1 reaps each, runs, and its CPU limit fires */
+			pid_t pid = fork();
+			if (pid == 0) { if (fork() == 0) _exit(0); _exit(0); }
+			if (pid > 0) waitpid(pid, NULL, 0);
+		}
+		printf("PID 1 survived\n");
+		return 0;
+	}
+	if (!strcmp(argv[1], "sigqueue") && argc >= 3) {
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, SIGRTMIN + 6);
+		sigprocmask(SIG_BLOCK, &set, NULL);
+		int n = atoi(argv[2]), ok = 0;
+		union sigval v = {0};
+		while (ok < n && sigqueue(getpid(), SIGRTMIN + 6, v) == 0) ok++;
+		printf("queued %d%s\n", ok, ok < n ? (errno == EAGAIN ? " EAGAIN" : " error") : "");
+		fflush(stdout);
+		if (argc > 3) sleep(30);
+		return ok == n ? 0 : 1;
+	}
+	if (!strcmp(argv[1], "mq") && argc >= 3) {
+		int n = atoi(argv[2]), ok = 0;
+		struct mq_attr a = {.mq_maxmsg = 10, .mq_msgsize = 8192};
+		char name[32];
+		for (; ok < n; ok++) {
+			snprintf(name, sizeof name, "/jail-probe-%d-%d", (int)getpid(), ok);
+			if (mq_open(name, O_CREAT | O_EXCL | O_RDWR, 0600, &a) < 0) break;
+		}
+		int err = errno;
+		printf("queues %d%s\n", ok, ok < n ? (err == EMFILE ? " EMFILE" : " error") : "");
+		fflush(stdout);
+		if (argc > 3) sleep(30);
+		for (int i = 0; i < ok; i++) {
+			snprintf(name, sizeof name, "/jail-probe-%d-%d", (int)getpid(), i);
+			mq_unlink(name);
+		}
+		return ok == n ? 0 : 1;
 	}
 	if (!strcmp(argv[1], "tty-attack")) {
 		int ttys = 0;
