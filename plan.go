@@ -206,7 +206,7 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 	if s.Root != "" {
 		iso.Root, iso.RootPath = "directory", s.Root
 	}
-	cfg := rootfs.Config{UID: uid, GID: gid, Hostname: p.Hostname, TmpSizeBytes: s.TmpSizeBytes, Mounts: cs.mounts,
+	cfg := rootfs.Config{UID: uid, GID: gid, Hostname: p.Hostname, TmpSizeBytes: s.TmpSizeBytes, ShmSizeBytes: s.ShmSizeBytes, PtyMax: s.PtyMax, Mounts: cs.mounts,
 		HostProc: l.cloneflags&cloneNewPID == 0, FileSources: map[string]bool{}}
 	if cs.root != nil {
 		cfg.Dir = cs.root.Path

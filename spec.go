@@ -35,7 +35,20 @@ type Spec struct {
 	AllowSensitiveSources bool `json:"allow_sensitive_sources,omitempty"`
 
 	// TmpSizeBytes is the size of the jail's /tmp tmpfs; 0 means 64 MiB.
+	// The jail's files live in memory: /tmp, /dev/shm, each tmpfs of
+	// Mounts and the 4 MiB root are charged to the jail's memory cgroup
+	// when it has a MemoryMaxBytes, and are otherwise bounded only by
+	// their sizes.
 	TmpSizeBytes int64 `json:"tmp_size_bytes,omitempty"`
+
+	// ShmSizeBytes is the size of the jail's /dev/shm tmpfs (POSIX shared
+	// memory, semaphores); 0 means 64 MiB.
+	ShmSizeBytes int64 `json:"shm_size_bytes,omitempty"`
+
+	// PtyMax is how many pseudo-terminals the jail may have open at once
+	// (its own devpts instance's max=), so that one jail cannot take the
+	// ptys every container on the host shares; 0 means 16, at most 4096.
+	PtyMax int `json:"pty_max,omitempty"`
 
 	// Hostname is the jail's hostname; empty means "jail".
 	Hostname string `json:"hostname,omitempty"`
@@ -205,6 +218,7 @@ const (
 	// MaxMounts bounds Spec.Mounts: each bind source is a descriptor the
 	// jail's child inherits.
 	MaxMounts           = 256
+	maxPtyMax           = 4096
 	MaxOutputLimitBytes = 1 << 30
 	maxTimeout          = 7 * 24 * time.Hour
 )
@@ -379,6 +393,12 @@ func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 	}
 	if s.TmpSizeBytes < 0 || s.TmpSizeBytes > mounts.MaxTmpfsBytes {
 		return nil, bad("tmp_size_bytes", strconv.FormatInt(s.TmpSizeBytes, 10), "must be between 0 and 1 TiB")
+	}
+	if s.ShmSizeBytes < 0 || s.ShmSizeBytes > mounts.MaxTmpfsBytes {
+		return nil, bad("shm_size_bytes", strconv.FormatInt(s.ShmSizeBytes, 10), "must be between 0 and 1 TiB")
+	}
+	if s.PtyMax < 0 || s.PtyMax > maxPtyMax {
+		return nil, bad("pty_max", strconv.Itoa(s.PtyMax), "must be between 0 (default: 16) and %d", maxPtyMax)
 	}
 	if s.Hostname != "" && !validHostname(s.Hostname) {
 		return nil, bad("hostname", s.Hostname, "must be 1-64 letters, digits, '.' or '-'")

@@ -734,3 +734,47 @@ func TestJailCannotStarveHostBudgets(t *testing.T) {
 		})
 	}
 }
+
+// TestPtyMax is finding 7: the jail's devpts has a max=, so one jail cannot
+// take every pty of the pool the host and its containers share.
+func TestPtyMax(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{{nil, "ptys 16 ENOSPC\n"}, {[]string{"--pty-max", "3"}, "ptys 3 ENOSPC\n"}} {
+		args := append(append([]string{"run", "--profile", "strict", "--ro-bind", binDir + ":/probe"}, tc.flags...), "--", "/probe/probe", "ptys", "1000")
+		assert.Equal(t, tc.want, runOK(t, args...))
+	}
+	r := runJail(t, "run", "--pty-max", "5000", "--", "true")
+	assert.Equal(t, jail.ExitSetupError, r.code)
+	assert.Contains(t, r.stderr, "pty_max")
+}
+
+// TestShmSize is finding 11: /dev/shm is sized from the Spec, not a fixed
+// 64 MiB beside whatever /tmp is given.
+func TestShmSize(t *testing.T) {
+	out := strict(t, "head -c 9M /dev/zero 2>&1 >/dev/shm/big; echo rc=$?; df -k /dev/shm | tail -1 | tr -s ' ' | cut -d' ' -f2", "--shm-size", "8M")
+	assert.Contains(t, out, "No space left on device")
+	assert.Contains(t, out, "rc=1\n8192\n")
+	assert.Equal(t, "16384\n", strict(t, "df -k /dev/shm | tail -1 | tr -s ' ' | cut -d' ' -f2"), "strict's 16 MiB")
+}
+
+// TestProcHidesHostFacts is finding 14: /proc shows no boot id, kernel
+// command line, host-wide interrupt, lock or pressure figures, nor the
+// host's disks.
+func TestProcHidesHostFacts(t *testing.T) {
+	files := []string{"/proc/sys/kernel/random/boot_id", "/proc/cmdline", "/proc/interrupts", "/proc/softirqs",
+		"/proc/locks", "/proc/partitions", "/proc/diskstats", "/proc/swaps", "/proc/schedstat", "/proc/key-users"}
+	for _, f := range files {
+		if host, err := os.ReadFile(f); err != nil || len(host) == 0 {
+			continue // this kernel has no such file, or nothing in it to hide
+		}
+		t.Run(f, func(t *testing.T) {
+			assert.Equal(t, "0\n", strict(t, "wc -c < "+f), "%s must read empty in the jail", f)
+		})
+	}
+	if _, err := os.Stat("/proc/pressure"); err == nil {
+		assert.Equal(t, "", strict(t, "ls /proc/pressure"), "no pressure figures")
+	}
+	assert.NotEqual(t, "", strict(t, "cat /proc/sys/kernel/random/uuid"), "what programs use still works")
+}

@@ -22,6 +22,12 @@ type Config struct {
 	Hostname string
 	// TmpSizeBytes is the size of /tmp.
 	TmpSizeBytes int64
+	// ShmSizeBytes is the size of /dev/shm; 0 means mounts.DefaultTmpfsBytes.
+	ShmSizeBytes int64
+	// PtyMax is how many pseudo-terminals the jail's own devpts instance
+	// may have at once (its max= option), so that one jail cannot take
+	// every pty of the host's shared pool; 0 means DefaultPtyMax.
+	PtyMax int
 	// Mounts are the caller's mounts, already checked with [mounts.Check]
 	// and their sources opened (their Source is the real path), applied
 	// after the system mounts in order.
@@ -72,10 +78,19 @@ var etcBinds = []string{
 // maskedPaths and readonlyPaths follow runc's defaults (libcontainer
 // specconv): files that leak host state or allow host-wide actions.
 var (
-	maskedFiles   = []string{"/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/kallsyms", "/proc/kpagecount", "/proc/kpageflags", "/proc/kpagecgroup"}
-	maskedDirs    = []string{"/proc/acpi", "/proc/asound", "/proc/scsi", "/proc/firmware"}
-	readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
-	devices       = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
+	maskedFiles = []string{"/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/kallsyms", "/proc/kpagecount", "/proc/kpageflags", "/proc/kpagecgroup",
+		// Host facts a workload has no use for: the boot's identity and
+		// command line, host-wide interrupt, scheduler and lock activity
+		// (side channels; /proc/locks names host inodes and pids), the
+		// host's disks and swap, other users' key quotas.
+		"/proc/cmdline", "/proc/bootconfig", "/proc/interrupts", "/proc/softirqs",
+		"/proc/schedstat", "/proc/locks", "/proc/partitions", "/proc/diskstats", "/proc/swaps", "/proc/key-users"}
+	// maskedInReadonly are masked on top of the read-only /proc/sys: a mask
+	// made before it would be carried into it and listed twice.
+	maskedInReadonly = []string{"/proc/sys/kernel/random/boot_id"}
+	maskedDirs       = []string{"/proc/acpi", "/proc/asound", "/proc/scsi", "/proc/firmware", "/proc/pressure"}
+	readonlyPaths    = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+	devices          = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
 )
 
 const (
@@ -120,7 +135,7 @@ func Build(c Config, h Host) (Plan, error) {
 		p.Root = nsexec.Mount{Kind: nsexec.OpBind, Source: c.Dir, Target: "/", Attr: ro}
 	}
 	addProc(add, c.HostProc)
-	addDev(add, h)
+	addDev(add, c, h)
 	add(tmpfsOp("/tmp", c.TmpSizeBytes, "1777", safe))
 	for _, m := range c.Mounts {
 		switch m.Type {
@@ -164,7 +179,7 @@ func addProc(add func(nsexec.Mount), hostProc bool) {
 		add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate, FSType: "proc", Target: "/proc", Attr: procAttr})
 	}
 	for _, f := range maskedFiles {
-		add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpOptional, Source: "/dev/null", Target: f, Attr: ro | nsexec.AttrNoexec})
+		add(maskOp(f))
 	}
 	for _, d := range maskedDirs {
 		add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpOptional, FSType: "tmpfs", Target: d, Attr: ro | nsexec.AttrNoexec,
@@ -173,11 +188,25 @@ func addProc(add func(nsexec.Mount), hostProc bool) {
 	for _, r := range readonlyPaths {
 		add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpOptional | nsexec.OpSrcInRoot, Source: r, Target: r, Attr: ro | nsexec.AttrNoexec})
 	}
+	for _, f := range maskedInReadonly {
+		add(maskOp(f))
+	}
 }
+
+// maskOp hides a /proc file under /dev/null, as runc does: it reads empty.
+// The mount is read-only, nosuid and noexec but not nodev, or the device
+// could not be opened at all.
+func maskOp(target string) nsexec.Mount {
+	return nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpOptional, Source: "/dev/null", Target: target,
+		Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNoexec}
+}
+
+// DefaultPtyMax is the pty limit of a jail whose Config.PtyMax is 0.
+const DefaultPtyMax = 16
 
 // addDev builds a minimal /dev on a tmpfs that is made read-only at the end;
 // /dev/shm and /dev/pts stay writable.
-func addDev(add func(nsexec.Mount), h Host) {
+func addDev(add func(nsexec.Mount), c Config, h Host) {
 	add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate, FSType: "tmpfs", Target: "/dev", Attr: nsexec.AttrNosuid | nsexec.AttrNoexec,
 		Data: nsexec.FSOptions("mode=0755", "size=64k", "nr_inodes=64")})
 	for _, d := range devices {
@@ -186,9 +215,13 @@ func addDev(add func(nsexec.Mount), h Host) {
 				Attr: nsexec.AttrNosuid | nsexec.AttrNoexec})
 		}
 	}
+	ptyMax := c.PtyMax
+	if ptyMax == 0 {
+		ptyMax = DefaultPtyMax
+	}
 	add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate, FSType: "devpts", Target: "/dev/pts", Attr: nsexec.AttrNosuid | nsexec.AttrNoexec,
-		Data: nsexec.FSOptions("newinstance", "ptmxmode=0666", "mode=0620")})
-	add(tmpfsOp("/dev/shm", mounts.DefaultTmpfsBytes, "1777", safe|nsexec.AttrNoexec))
+		Data: nsexec.FSOptions("newinstance", "ptmxmode=0666", "mode=0620", "max="+strconv.Itoa(ptyMax))})
+	add(tmpfsOp("/dev/shm", c.ShmSizeBytes, "1777", safe|nsexec.AttrNoexec))
 	for _, l := range [][2]string{{"/dev/ptmx", "pts/ptmx"}, {"/dev/fd", "/proc/self/fd"}, {"/dev/stdin", "/proc/self/fd/0"},
 		{"/dev/stdout", "/proc/self/fd/1"}, {"/dev/stderr", "/proc/self/fd/2"}} {
 		add(nsexec.Mount{Kind: nsexec.OpSymlink, Target: l[0], Data: []byte(l[1])})

@@ -116,7 +116,12 @@ func TestBuildInvariants(t *testing.T) {
 		assert.NotEqual(t, "/etc", m.Source, "the host's whole /etc must never be bound")
 		if m.Kind == nsexec.OpBind || m.Kind == nsexec.OpFS {
 			assert.NotZero(t, m.Attr&nsexec.AttrNosuid, "%s is not nosuid", m.Target)
-			if !strings.HasPrefix(m.Target, "/dev/") && m.Target != "/dev" {
+			switch {
+			case strings.HasPrefix(m.Target, "/dev/") || m.Target == "/dev":
+			case m.Source == "/dev/null": // a /proc mask: /dev/null itself, read-only
+				assert.NotZero(t, m.Attr&nsexec.AttrRdonly, "the mask on %s is not read-only", m.Target)
+				assert.True(t, strings.HasPrefix(m.Target, "/proc/"), "a mask outside /proc: %s", m.Target)
+			default:
 				assert.NotZero(t, m.Attr&nsexec.AttrNodev, "%s is not nodev", m.Target)
 			}
 		}

@@ -35,7 +35,8 @@ type runFlags struct {
 	cwd, hostname                   string
 	uid, gid, hostUID, hostGID      string
 	timeout, killGrace              time.Duration
-	outputLimit, tmpSize            string
+	outputLimit, tmpSize, shmSize   string
+	ptyMax                          int
 	memory, swap                    string
 	pids                            int64
 	cpus                            float64
@@ -113,6 +114,8 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.killGrace, "kill-grace", 0, "at the timeout send SIGTERM first and SIGKILL after this long")
 	fl.StringVar(&f.outputLimit, "output-limit", "", "bytes of stdout and of stderr kept with --json (head and tail), e.g. 1M")
 	fl.StringVar(&f.tmpSize, "tmp-size", "", "size of the jail's /tmp, e.g. 64M")
+	fl.StringVar(&f.shmSize, "shm-size", "", "size of the jail's /dev/shm, e.g. 16M (default 64M)")
+	fl.IntVar(&f.ptyMax, "pty-max", 0, "most pseudo-terminals the jail may have at once (default 16)")
 	fl.StringVar(&f.memory, "memory", "", "memory limit of the whole jail (cgroup), e.g. 256M; beyond it the OOM killer ends the run (oom_killed)")
 	fl.StringVar(&f.swap, "swap", "", "swap the jail may use beyond --memory (default: none)")
 	fl.Int64Var(&f.pids, "pids", 0, "most processes and threads the jail may have at once (cgroup pids.max)")
@@ -223,7 +226,7 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 	for _, sz := range []struct {
 		flag, val string
 		dst       *int64
-	}{{"output-limit", f.outputLimit, &s.OutputLimitBytes}, {"tmp-size", f.tmpSize, &s.TmpSizeBytes},
+	}{{"output-limit", f.outputLimit, &s.OutputLimitBytes}, {"tmp-size", f.tmpSize, &s.TmpSizeBytes}, {"shm-size", f.shmSize, &s.ShmSizeBytes},
 		{"memory", f.memory, &s.MemoryMaxBytes}, {"swap", f.swap, &s.SwapMaxBytes}} {
 		if sz.val == "" {
 			continue
@@ -233,6 +236,9 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 			return s, usageError("--%s %q: %v", sz.flag, sz.val, err)
 		}
 		*sz.dst = n
+	}
+	if changed("pty-max") {
+		s.PtyMax = f.ptyMax
 	}
 	if changed("pids") {
 		s.PidsMax = f.pids

@@ -22,6 +22,7 @@
  *                        print how many the kernel took, and keep them
  *   probe mq N [hold]    open N POSIX message queues of 10 x 8 KiB, print
  *                        how many, and keep them (or remove them)
+ *   probe ptys N         open N pseudo-terminals; print how many it got
  *   probe tty-attack     on fds 0-2: turn off echo and canonical mode, set
  *                        TIOCEXCL, the N_NULL line discipline, a 1x1 window
  *                        and O_NONBLOCK, and write an escape sequence: what
@@ -237,6 +238,12 @@ int main(int argc, char **argv)
 			mq_unlink(name);
 		}
 		return ok == n ? 0 : 1;
+	}
+	if (!strcmp(argv[1], "ptys") && argc == 3) {
+		int n = atoi(argv[2]), ok = 0;
+		while (ok < n && open("/dev/ptmx", O_RDWR | O_NOCTTY) >= 0) ok++;
+		printf("ptys %d%s\n", ok, ok < n ? (errno == ENOSPC ? " ENOSPC" : " error") : "");
+		return 0;
 	}
 	if (!strcmp(argv[1], "tty-attack")) {
 		int ttys = 0;
