@@ -13,7 +13,10 @@ import (
 // and measured.
 type Limits struct {
 	// MemoryMaxBytes caps the group's memory (memory.max on v2,
-	// memory.limit_in_bytes on v1). At least [MinMemoryBytes].
+	// memory.limit_in_bytes on v1). At least [MinMemoryBytes]. On v1, TCP
+	// socket buffers are counted apart from the rest and get a limit of
+	// the same size (memory.kmem.tcp.limit_in_bytes): the jail's total can
+	// then reach twice it.
 	MemoryMaxBytes int64 `json:"memory_max_bytes,omitempty"`
 	// SwapMaxBytes is the swap the group may use beyond MemoryMaxBytes. With
 	// a memory limit, 0 means no swap at all (memory.swap.max 0 on v2;
@@ -116,7 +119,10 @@ func (l Limits) Validate() error {
 
 // Names of the limits in [Unenforced.Limit], as jail's flags name them.
 const (
-	LimitMemory    = "memory"
+	LimitMemory = "memory"
+	// LimitTCPMemory is the v1 limit of the TCP socket buffers, which
+	// v1 counts apart from the rest of the memory.
+	LimitTCPMemory = "memory for TCP buffers"
 	LimitSwap      = "swap"
 	LimitPids      = "pids"
 	LimitCPUs      = "cpus"

@@ -313,7 +313,14 @@ func makePlan(l Limits, f facts) plan {
 			} else {
 				// v1 has no group OOM kill: the kernel kills one process and
 				// Destroy kills the rest.
-				d.Writes = append(d.Writes, write{Limit: LimitMemory, Candidates: []fileValue{{"memory.limit_in_bytes", mem}}})
+				d.Writes = append(d.Writes, write{Limit: LimitMemory, Candidates: []fileValue{{"memory.limit_in_bytes", mem}}},
+					// TCP socket buffers are charged to a v1 group only once
+					// its TCP limit is set (tcpmem_active, memcontrol.c), and
+					// then to a counter of their own: without this a jail
+					// held 400 MiB of loopback buffers under a 64 MiB
+					// limit, paid from the host-wide TCP budget. v2
+					// charges them to the group's memory anyway.
+					write{Limit: LimitTCPMemory, Candidates: []fileValue{{"memory.kmem.tcp.limit_in_bytes", mem}}})
 				// memsw is memory plus swap, set after the memory limit it
 				// may not be below. Without swap on the host it would equal
 				// the memory usage anyway, so it is left alone: a charge

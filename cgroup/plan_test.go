@@ -131,7 +131,7 @@ func TestMakePlan(t *testing.T) {
 			limits: full,
 			want: "unified /sys/fs/cgroup/unified [cpuacct freezer]\n" +
 				"memory /sys/fs/cgroup/memory/process_api/d67cb3a58895d5d5cf0aeb05416b0a1c [memory]" +
-				" memory.limit_in_bytes=67108864 memory.memsw.limit_in_bytes=67108864\n" +
+				" memory.limit_in_bytes=67108864 memory.kmem.tcp.limit_in_bytes=67108864 memory.memsw.limit_in_bytes=67108864\n" +
 				"pids /sys/fs/cgroup/pids [pids] pids.max=32\n" +
 				"cpu /sys/fs/cgroup/cpu [cpu] cpu.cfs_period_us=100000 cpu.cfs_quota_us=50000 cpu.shares=1024\n" +
 				"blkio /sys/fs/cgroup/blkio [io] blkio.bfq.weight=100|blkio.weight=500\n",
@@ -147,7 +147,7 @@ func TestMakePlan(t *testing.T) {
 			facts:  func(t *testing.T) facts { f := hybridHost(t); f.NoV2 = true; return f },
 			limits: Limits{MemoryMaxBytes: 16 << 20, SwapMaxBytes: 16 << 20},
 			want: "memory /sys/fs/cgroup/memory/process_api/d67cb3a58895d5d5cf0aeb05416b0a1c [memory]" +
-				" memory.limit_in_bytes=16777216 memory.memsw.limit_in_bytes=33554432\n" +
+				" memory.limit_in_bytes=16777216 memory.kmem.tcp.limit_in_bytes=16777216 memory.memsw.limit_in_bytes=33554432\n" +
 				"cpuacct /sys/fs/cgroup/cpuacct [cpuacct]\n" +
 				"freezer /sys/fs/cgroup/freezer [freezer]\n",
 		},
@@ -167,7 +167,7 @@ func TestMakePlan(t *testing.T) {
 			facts:  systemdV1Host,
 			limits: Limits{MemoryMaxBytes: 1 << 30, CPUs: 2, CPUWeight: 10000},
 			want: "memory /sys/fs/cgroup/memory/user.slice/user-1000.slice/session-3.scope [memory]" +
-				" memory.limit_in_bytes=1073741824\n" +
+				" memory.limit_in_bytes=1073741824 memory.kmem.tcp.limit_in_bytes=1073741824\n" +
 				"cpu,cpuacct /sys/fs/cgroup/cpu,cpuacct/user.slice [cpu cpuacct]" +
 				" cpu.cfs_period_us=100000 cpu.cfs_quota_us=200000 cpu.shares=262144\n" +
 				"freezer /sys/fs/cgroup/freezer/user.slice [freezer]\n",

@@ -23,6 +23,9 @@
  *   probe mq N [hold]    open N POSIX message queues of 10 x 8 KiB, print
  *                        how many, and keep them (or remove them)
  *   probe ptys N         open N pseudo-terminals; print how many it got
+ *   probe tcpfill MB     open loopback TCP connections whose receivers never
+ *                        read and write into them until the kernel refuses,
+ *                        or MB mebibytes are queued; print how many
  *   probe tty-attack     on fds 0-2: turn off echo and canonical mode, set
  *                        TIOCEXCL, the N_NULL line discipline, a 1x1 window
  *                        and O_NONBLOCK, and write an escape sequence: what
@@ -243,6 +246,31 @@ int main(int argc, char **argv)
 		int n = atoi(argv[2]), ok = 0;
 		while (ok < n && open("/dev/ptmx", O_RDWR | O_NOCTTY) >= 0) ok++;
 		printf("ptys %d%s\n", ok, ok < n ? (errno == ENOSPC ? " ENOSPC" : " error") : "");
+		return 0;
+	}
+	if (!strcmp(argv[1], "tcpfill") && argc == 3) {
+		long max = atol(argv[2]) << 20, queued = 0;
+		struct sockaddr_in a = {.sin_family = AF_INET};
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		socklen_t al = sizeof a;
+		int l = socket(AF_INET, SOCK_STREAM, 0);
+		if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 512) < 0 ||
+		    getsockname(l, (struct sockaddr *)&a, &al) < 0)
+			return report(-1);
+		static char buf[65536];
+		for (int i = 0; i < 300 && queued < max; i++) {
+			int c = socket(AF_INET, SOCK_STREAM, 0);
+			if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a) < 0 || accept(l, NULL, NULL) < 0) break;
+			fcntl(c, F_SETFL, O_NONBLOCK);
+			for (int stalls = 0; queued < max && stalls < 4;) {
+				ssize_t n = write(c, buf, sizeof buf);
+				if (n > 0) { queued += n; stalls = 0; continue; }
+				if (errno != EAGAIN) break;
+				stalls++;
+				usleep(1000); /* let the receive side take what it can */
+			}
+		}
+		printf("tcp queued %ld MiB\n", queued >> 20);
 		return 0;
 	}
 	if (!strcmp(argv[1], "tty-attack")) {
