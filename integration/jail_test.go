@@ -778,3 +778,34 @@ func TestProcHidesHostFacts(t *testing.T) {
 	}
 	assert.NotEqual(t, "", strict(t, "cat /proc/sys/kernel/random/uuid"), "what programs use still works")
 }
+
+// TestJailFailuresAreMarked is finding 15: a workload that exits 125 and
+// prints "jail: ..." looked exactly like a jail failure. jail's own lines
+// start with jail[PID]:, with jail's own pid, which the workload (in its
+// own PID namespace) cannot know.
+func TestJailFailuresAreMarked(t *testing.T) {
+	run := func(args ...string) (stderr string, pid, code int) {
+		c := jailCmd(t.Context(), args...)
+		var errb strings.Builder
+		c.Stderr = &errb
+		_ = c.Run()
+		return errb.String(), c.Process.Pid, c.ProcessState.ExitCode()
+	}
+	stderr, pid, code := run("run", "--profile", "strict", "--", "no-such-command")
+	assert.Equal(t, jail.ExitNotFound, code)
+	assert.True(t, strings.HasPrefix(stderr, fmt.Sprintf("jail[%d]: ", pid)), "got %q", stderr)
+	stderr, pid, code = run("run", "--frobnicate", "--", "true")
+	assert.Equal(t, jail.ExitSetupError, code)
+	assert.True(t, strings.HasPrefix(stderr, fmt.Sprintf("jail[%d]: ", pid)), "got %q", stderr)
+
+	// The impostor: it can print what a jail failure looks like, but not
+	// jail's pid, and the report says what happened.
+	report := filepath.Join(t.TempDir(), "r.json")
+	stderr, pid, code = run("run", "--profile", "strict", "--report", report, "--", "sh", "-c",
+		`for p in $(seq 1 400); do echo "jail[$p]: execve (x): no such file or directory" >&2; done; exit 125`)
+	assert.Equal(t, jail.ExitSetupError, code, "the workload's own exit code passes through")
+	assert.NotContains(t, stderr, fmt.Sprintf("jail[%d]: ", pid), "the workload could not guess jail's pid")
+	b, err := os.ReadFile(report)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"status": "exited"`)
+}

@@ -61,10 +61,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(stderr, "jail:", ee.msg)
+			fmt.Fprintln(stderr, marker(), ee.msg)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "jail:", err)
+	fmt.Fprintln(stderr, marker(), err)
 	return jail.ExitSetupError
 }
+
+// marker starts every line jail itself writes on stderr: "jail[PID]:",
+// with jail's own process id. A workload shares jail's stderr and can print
+// "jail: ..." and exit 125 to look like a jail failure; it cannot know
+// jail's pid, as it runs in a PID namespace of its own. The report
+// (--json, --report) is the record that cannot be imitated.
+func marker() string { return fmt.Sprintf("jail[%d]:", os.Getpid()) }

@@ -444,7 +444,7 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 	}
 	if report != nil {
 		if err := writeReport(report, r); err != nil {
-			fmt.Fprintf(stderr, "jail: --report %q: %v\n", f.report, err)
+			fmt.Fprintf(stderr, "%s --report %q: %v\n", marker(), f.report, err)
 		}
 	}
 	if f.asJSON {
@@ -455,11 +455,14 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 		}
 	}
 	msg := ""
-	if r.Error != nil && runErr != nil {
+	switch {
+	case r.Error != nil && runErr != nil:
 		msg = runErr.Error()
 		if errors.Is(runErr, jail.ErrInvalidSpec) || errors.Is(runErr, jail.ErrNotSupported) {
 			msg = r.Error.Message
 		}
+	case r.SupervisorLost && !f.asJSON:
+		msg = "supervisor lost: " + r.Error.Message // a streaming run says why its command was killed
 	}
 	if r.ExitCode == 0 {
 		return nil
