@@ -111,7 +111,7 @@ func (c *Cmd) Run() error {
 
 // newResult starts the Result of this run.
 func (c *Cmd) newResult() *Result {
-	r := &Result{Schema: Schema, Output: "streamed"}
+	r := &Result{Schema: Schema, Output: "streamed", StdoutEncoding: "utf-8", StderrEncoding: "utf-8"}
 	if c.l != nil {
 		r.Isolation = c.l.iso
 	} else {

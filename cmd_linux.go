@@ -2,6 +2,7 @@ package jail
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -734,8 +736,10 @@ func (c *Cmd) Wait() error {
 		r.LimitsHit = append([]string{"cpu_time"}, r.LimitsHit...)
 	}
 	if c.Capture {
-		r.Stdout, r.StdoutBytes, r.StdoutTruncated = c.stdout.String(), c.stdout.Total(), c.stdout.Truncated()
-		r.Stderr, r.StderrBytes, r.StderrTruncated = c.stderr.String(), c.stderr.Total(), c.stderr.Truncated()
+		r.Stdout, r.StdoutEncoding = encodeOutput(c.stdout)
+		r.Stderr, r.StderrEncoding = encodeOutput(c.stderr)
+		r.StdoutBytes, r.StdoutTruncated = c.stdout.Total(), c.stdout.Truncated()
+		r.StderrBytes, r.StderrTruncated = c.stderr.Total(), c.stderr.Truncated()
 	}
 	seccompKilled := false
 	for _, m := range c.seccomp {
@@ -806,6 +810,16 @@ func (c *Cmd) Wait() error {
 	}
 	c.log().Info("jail ended", "status", string(r.Status), "exit_code", r.ExitCode)
 	return nil
+}
+
+// encodeOutput returns captured output as text when it is valid UTF-8,
+// and as base64 of the exact kept bytes otherwise: encoding/json would
+// replace every invalid byte with U+FFFD, and the report would lie.
+func encodeOutput(b *capture.Buffer) (string, string) {
+	if s := b.String(); utf8.ValidString(s) {
+		return s, "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString(b.Bytes()), "base64"
 }
 
 func errOrEOF(err error) error {

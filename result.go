@@ -71,8 +71,16 @@ type Result struct {
 	Output string `json:"output"`
 	// Stdout and Stderr are the captured output: the head and the tail
 	// when it was longer than the limit, with a marker of what was dropped.
+	// Output that is not valid UTF-8 is given in base64 (see
+	// StdoutEncoding), so that no byte is lost: a JSON string cannot hold
+	// it as it is.
 	Stdout string `json:"stdout"`
 	Stderr string `json:"stderr"`
+	// StdoutEncoding and StderrEncoding say how Stdout and Stderr hold the
+	// output: "utf-8" (as text) or "base64" (the exact bytes kept, cut at
+	// the limit rather than at characters, the marker included).
+	StdoutEncoding string `json:"stdout_encoding"`
+	StderrEncoding string `json:"stderr_encoding"`
 	// StdoutBytes and StderrBytes count everything written.
 	StdoutBytes int64 `json:"stdout_bytes"`
 	StderrBytes int64 `json:"stderr_bytes"`

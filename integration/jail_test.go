@@ -2,6 +2,8 @@ package integration
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
@@ -808,4 +810,36 @@ func TestJailFailuresAreMarked(t *testing.T) {
 	b, err := os.ReadFile(report)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"status": "exited"`)
+}
+
+// TestBinaryOutputLossless: output that is not UTF-8 comes back exactly,
+// in base64, instead of with U+FFFD in place of every invalid byte.
+func TestBinaryOutputLossless(t *testing.T) {
+	dir := hostDir(t)
+	random := make([]byte, 3<<20)
+	_, err := rand.Read(random)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "random"), random, 0o644))
+
+	res, _ := runJSON(t, "--profile", "strict", "--ro-bind", dir+":/in", "--", "sh", "-c", "head -c 4096 /in/random; echo text >&2")
+	require.Equal(t, jail.StatusExited, res.Status, "%+v", res.Error)
+	assert.Equal(t, "base64", res.StdoutEncoding)
+	got, err := base64.StdEncoding.DecodeString(res.Stdout)
+	require.NoError(t, err)
+	assert.Equal(t, random[:4096], got, "every byte, in order")
+	assert.Equal(t, "utf-8", res.StderrEncoding)
+	assert.Equal(t, "text\n", res.Stderr)
+
+	// Over the limit: the head and the tail, cut exactly at the limit.
+	res, _ = runJSON(t, "--profile", "strict", "--output-limit", "1M", "--ro-bind", dir+":/in", "--", "cat", "/in/random")
+	require.Equal(t, "base64", res.StdoutEncoding)
+	assert.True(t, res.StdoutTruncated)
+	got, err = base64.StdEncoding.DecodeString(res.Stdout)
+	require.NoError(t, err)
+	head, tail := 3<<18, 1<<18 // 3/4 and 1/4 of 1 MiB
+	marker := fmt.Sprintf("\n[jail: %d bytes dropped]\n", len(random)-head-tail)
+	require.Len(t, got, head+len(marker)+tail)
+	assert.Equal(t, random[:head], got[:head])
+	assert.Equal(t, marker, string(got[head:head+len(marker)]))
+	assert.Equal(t, random[len(random)-tail:], got[head+len(marker):])
 }

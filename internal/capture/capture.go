@@ -170,6 +170,23 @@ func (b *Buffer) String() string {
 	return sb.String()
 }
 
+// Bytes returns the kept bytes exactly: what String returns, but with the
+// head and the tail cut at the limit itself rather than at UTF-8
+// boundaries, for output that is not text.
+func (b *Buffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.total <= b.limit {
+		return append(append(make([]byte, 0, len(b.head)+len(b.tail)), b.head...), b.tail...)
+	}
+	marker := "\n[jail: " + strconv.FormatInt(b.total-int64(len(b.head))-int64(len(b.tail)), 10) + " bytes dropped]\n"
+	out := make([]byte, 0, len(b.head)+len(marker)+len(b.tail))
+	out = append(out, b.head...)
+	out = append(out, marker...)
+	out = append(out, b.tail[b.start:]...)
+	return append(out, b.tail[:b.start]...)
+}
+
 // cutHead returns the length of the longest prefix of head that does not end
 // in an incomplete UTF-8 sequence. It drops at most 3 bytes: a sequence is at
 // most 4 bytes long, so one that started 4 or more bytes back is complete.

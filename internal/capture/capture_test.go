@@ -397,3 +397,13 @@ func BenchmarkWrite(b *testing.B) {
 		})
 	}
 }
+
+func TestBytesExact(t *testing.T) {
+	b := capture.New(8)
+	in := []byte{0xff, 0xfe, 0x00, 0x80, 'a', 0xc3}
+	_, _ = b.Write(in)
+	assert.Equal(t, in, b.Bytes(), "under the limit: every byte")
+	_, _ = b.Write([]byte{1, 2, 3, 4, 5, 6})
+	// 12 bytes, limit 8: head 6, tail 2, 4 dropped.
+	assert.Equal(t, append(append(in, marker(4)...), 5, 6), b.Bytes())
+}
