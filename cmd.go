@@ -62,13 +62,17 @@ type Cmd struct {
 
 	ctx     context.Context
 	started bool
-	l       *launch
-	ec      *exec.Cmd
-	sync    *os.File
-	stdout  *capture.Buffer
-	stderr  *capture.Buffer
-	waitc   chan error
-	monitor chan struct{}
+	// testHook, when set (by tests of this package only), changes the
+	// launch after planning: how a test makes the mount plan wrong on
+	// purpose, to show the second wall holds.
+	testHook func(*launch)
+	l        *launch
+	ec       *exec.Cmd
+	sync     *os.File
+	stdout   *capture.Buffer
+	stderr   *capture.Buffer
+	waitc    chan error
+	monitor  chan struct{}
 	// stdinRelay copies a Stdin file that is not passed through.
 	stdinRelay *relay
 	pty        *os.File      // the master of the workload's terminal (TTY)
@@ -115,7 +119,8 @@ func (c *Cmd) newResult() *Result {
 	if c.l != nil {
 		r.Isolation = c.l.iso
 	} else {
-		r.Isolation = Isolation{Namespaces: []string{}, UIDMap: []IDMap{}, GIDMap: []IDMap{}, NotEnforced: []string{}}
+		r.Isolation = Isolation{Namespaces: []string{}, UIDMap: []IDMap{}, GIDMap: []IDMap{}, NotEnforced: []string{},
+			Landlock: LandlockInfo{Enforced: []string{}, Missing: []string{}}}
 	}
 	if c.Capture {
 		r.Output = "captured"

@@ -21,6 +21,7 @@ import (
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/capture"
 	"github.com/jailrt/jail/internal/hostfs"
+	"github.com/jailrt/jail/landlock"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
 	"github.com/jailrt/jail/seccomp"
@@ -71,6 +72,7 @@ func currentHost() hostFacts {
 		}
 		hostCache.fs = rootfs.Probe()
 		hostCache.seccompWaitKillable = probeSeccompWaitKillable()
+		hostCache.landlockABI = landlock.ProbeABI()
 	})
 	h := hostCache // the maps are shared: the planner only reads them
 	h.euid, h.egid = os.Geteuid(), os.Getegid()
@@ -138,6 +140,9 @@ func (c *Cmd) Start() (retErr error) {
 		return c.fail(step, err)
 	}
 	c.l = l
+	if c.testHook != nil {
+		c.testHook(l)
+	}
 	if c.TTY != nil {
 		l.plan.Flags |= nsexec.FlagTTY
 	}

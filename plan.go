@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/jailrt/jail/landlock"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
 	"github.com/jailrt/jail/seccomp"
@@ -39,6 +40,8 @@ type hostFacts struct {
 	// seccompWaitKillable: the kernel has
 	// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19).
 	seccompWaitKillable bool
+	// landlockABI is the kernel's Landlock ABI, 0 without Landlock.
+	landlockABI int
 }
 
 // launch is a complete, validated plan for one run: what the parent passes
@@ -194,8 +197,15 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		iso.Seccomp = prog.Policy
 	}
 
+	iso.Landlock = LandlockInfo{Enforced: []string{}, Missing: []string{}}
+	if s.Landlock == LandlockOff {
+		iso.Landlock.Missing = []string{"landlock: off, as the Spec says"}
+	}
 	if l.cloneflags&cloneNewNS == 0 {
 		iso.Root = "host"
+		if s.Landlock != LandlockOff {
+			iso.Landlock.Missing = []string{"landlock: no mount namespace, so no mount plan to make rules from"}
+		}
 		if p.Cwd == DefaultCwd && s.Cwd == "" {
 			p.Cwd = "/"
 		}
@@ -219,11 +229,47 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		return nil, &InitError{Step: "plan root", Err: err}
 	}
 	p.Attach, p.Root, p.Mounts = rp.Attach, rp.Root, rp.Mounts
+	if err := l.planLandlock(s, h, rp); err != nil {
+		return nil, err
+	}
 	l.numberSources(cs)
 	for _, m := range p.Mounts {
 		l.opNames = append(l.opNames, describeOp(m))
 	}
 	return l, nil
+}
+
+// planLandlock makes the second wall from the mount plan's intent, for the
+// kernel's Landlock ABI. "require" refuses a kernel below ABI 6 unless the
+// Spec allows unenforced settings; what the kernel lacks is reported.
+func (l *launch) planLandlock(s *Spec, h hostFacts, rp rootfs.Plan) error {
+	if s.Landlock == LandlockOff {
+		return nil
+	}
+	info := &l.iso.Landlock
+	abi := h.landlockABI
+	info.Missing = landlock.Missing(abi)
+	if abi == 0 {
+		info.Missing = []string{"landlock: this kernel has none (Linux 5.13, with landlock in lsm=)"}
+	}
+	if s.Landlock == LandlockRequire && abi < landlockRequiredABI {
+		reason := fmt.Sprintf("the Spec requires Landlock ABI %d, and this kernel has %d (see `jail check`)", landlockRequiredABI, abi)
+		if !s.AllowUnenforced {
+			return &FeatureError{Feature: "landlock", Reason: reason + "; --allow-unenforced runs without it"}
+		}
+		l.iso.NotEnforced = append(l.iso.NotEnforced, "landlock: "+reason)
+	}
+	if abi == 0 {
+		return nil
+	}
+	info.ABI, info.Enforced = abi, landlock.Enforced(abi)
+	handled := landlock.HandledFS(abi)
+	p := &l.plan
+	p.LandlockFS, p.LandlockScoped = uint64(handled), landlock.Scopes(abi)
+	for _, r := range landlock.FromMounts(rp.Root, rp.Mounts) {
+		p.LandlockRules = append(p.LandlockRules, nsexec.LandlockRule{Path: r.Path, Access: uint64(r.Access & handled)})
+	}
+	return nil
 }
 
 // hostSource is a host path the child binds or attaches to: opened by

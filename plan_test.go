@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jailrt/jail/landlock"
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
@@ -17,13 +18,18 @@ const allCloneFlags = cloneNewNS | cloneNewCgroup | cloneNewUTS | cloneNewIPC | 
 
 // testHost is a host with every namespace and a caller with euid and egid.
 func testHost(euid, egid int, without ...string) hostFacts {
-	h := hostFacts{euid: euid, egid: egid, namespaces: map[string]bool{}, fs: rootfs.Host{Attach: "/tmp"}, seccompWaitKillable: true}
+	h := hostFacts{euid: euid, egid: egid, namespaces: map[string]bool{}, fs: rootfs.Host{Attach: "/tmp"}, seccompWaitKillable: true, landlockABI: 7}
 	for _, ns := range Namespaces {
 		h.namespaces[ns] = true
 	}
 	for _, ns := range without {
 		delete(h.namespaces, ns)
 	}
+	return h
+}
+
+func withLandlock(h hostFacts, abi int) hostFacts {
+	h.landlockABI = abi
 	return h
 }
 
@@ -86,6 +92,30 @@ func TestNewLaunch(t *testing.T) {
 			assert.Zero(t, l.plan.Flags&nsexec.FlagSeccompWaitKillable)
 			require.Len(t, l.iso.NotEnforced, 1)
 			assert.Contains(t, l.iso.NotEnforced[0], "seccomp kills: a signal can make a call")
+		}},
+		{"landlock from the mount plan", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Equal(t, 7, l.iso.Landlock.ABI)
+			assert.Equal(t, uint64(landlock.HandledFS(7)), l.plan.LandlockFS)
+			assert.Equal(t, landlock.Scopes(7), l.plan.LandlockScoped)
+			assert.NotEmpty(t, l.plan.LandlockRules)
+			assert.Contains(t, l.iso.Landlock.Enforced, "signal")
+			require.Len(t, l.iso.Landlock.Missing, 1)
+			assert.Contains(t, l.iso.Landlock.Missing[0], "unix_socket_path")
+			assert.Empty(t, l.iso.NotEnforced, "auto: what the kernel lacks is reported, not refused")
+		}},
+		{"landlock on a kernel without it", Spec{}, withLandlock(testHost(0, 0), 0), func(t *testing.T, l *launch) {
+			assert.Zero(t, l.plan.LandlockFS)
+			assert.Empty(t, l.plan.LandlockRules)
+			assert.Equal(t, []string{"landlock: this kernel has none (Linux 5.13, with landlock in lsm=)"}, l.iso.Landlock.Missing)
+		}},
+		{"landlock required below ABI 6, allowed", Spec{Landlock: LandlockRequire, AllowUnenforced: true}, withLandlock(testHost(0, 0), 4), func(t *testing.T, l *launch) {
+			assert.Equal(t, 4, l.iso.Landlock.ABI)
+			require.Len(t, l.iso.NotEnforced, 1)
+			assert.Contains(t, l.iso.NotEnforced[0], "requires Landlock ABI 6")
+		}},
+		{"landlock off", Spec{Landlock: LandlockOff}, testHost(0, 0), func(t *testing.T, l *launch) {
+			assert.Zero(t, l.plan.LandlockFS)
+			assert.Zero(t, l.iso.Landlock.ABI)
 		}},
 		{"seccomp log mode", Spec{Seccomp: "strict", SeccompLog: true}, testHost(0, 0), func(t *testing.T, l *launch) {
 			assert.Equal(t, "strict", l.iso.Seccomp)
@@ -255,6 +285,7 @@ func TestNewLaunchRefuses(t *testing.T) {
 		{"unprivileged caller on a kernel without user namespace", Spec{}, []string{"id"}, testHost(1000, 1000, "user"), "user namespace"},
 		{"unprivileged caller on a kernel without user namespace, allowed", Spec{AllowUnenforced: true}, []string{"id"}, testHost(1000, 1000, "user"), "user namespace"},
 		{"seccomp kills on a kernel without WAIT_KILLABLE_RECV", Spec{}, []string{"id"}, noWaitKillable(testHost(0, 0)), "seccomp kills"},
+		{"landlock required below ABI 6", Spec{Landlock: LandlockRequire}, []string{"id"}, withLandlock(testHost(0, 0), 5), "landlock"},
 		{"no argv", Spec{}, nil, testHost(0, 0), ""},
 		{"empty command", Spec{}, []string{""}, testHost(0, 0), ""},
 	} {

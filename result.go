@@ -167,10 +167,26 @@ type Isolation struct {
 	Cgroup string `json:"cgroup"`
 	// Seccomp is the seccomp policy in force, or "none".
 	Seccomp string `json:"seccomp"`
+	// Landlock is the second wall as it was in force.
+	Landlock LandlockInfo `json:"landlock"`
 	// NotEnforced lists what the Spec asked for but the run did not have,
 	// each as "what: why" (only with AllowUnenforced, or for the time
 	// namespace on kernels without it).
 	NotEnforced []string `json:"not_enforced"`
+}
+
+// LandlockInfo is the Landlock ruleset a run had.
+type LandlockInfo struct {
+	// ABI is the kernel's Landlock ABI the rules were made for; 0 when no
+	// ruleset was in force.
+	ABI int `json:"abi"`
+	// Enforced names what the rules restricted: "fs" (reads, writes and
+	// executes outside the mount plan), "refer", "truncate", "ioctl_dev",
+	// "signal", "abstract_unix_socket", "unix_socket_path".
+	Enforced []string `json:"enforced"`
+	// Missing lists, as "what: why", what jail's rules would restrict
+	// but this kernel, or the Spec (landlock: off), did not let them.
+	Missing []string `json:"missing"`
 }
 
 // IDMap is one line of /proc/PID/uid_map.

@@ -29,6 +29,7 @@ var schemaDefs = map[reflect.Type]string{
 	reflect.TypeFor[Isolation]():     "#/$defs/isolation",
 	reflect.TypeFor[IDMap]():         "#/$defs/id_map",
 	reflect.TypeFor[SeccompDenial](): "#/$defs/seccomp_denial",
+	reflect.TypeFor[LandlockInfo]():  "#/$defs/landlock_info",
 }
 
 type jsonField struct {

@@ -143,6 +143,15 @@ type Spec struct {
 	// few microseconds per denial.
 	SeccompLog bool `json:"seccomp_log,omitempty"`
 
+	// Landlock is the second wall, a Landlock ruleset made from the mount
+	// plan (see the landlock package): "auto" (or empty) uses what this
+	// kernel's Landlock has and reports what it lacks in
+	// Result.Isolation.Landlock; "require" refuses a kernel below Landlock
+	// ABI 6 (Linux 6.12: files, truncate, device ioctls, signal and
+	// abstract socket scopes), as any missing feature is refused; "off"
+	// goes without.
+	Landlock string `json:"landlock,omitempty"`
+
 	// AllowUnenforced lets the run go ahead when this host or caller cannot
 	// provide something the Spec asks for; the Result's isolation lists what
 	// was not in force. Otherwise such a run is refused.
@@ -221,6 +230,16 @@ const (
 	maxPtyMax           = 4096
 	MaxOutputLimitBytes = 1 << 30
 	maxTimeout          = 7 * 24 * time.Hour
+)
+
+// Spec.Landlock modes.
+const (
+	LandlockAuto    = "auto"
+	LandlockRequire = "require"
+	LandlockOff     = "off"
+	// landlockRequiredABI is what "require" requires: files, refer,
+	// truncate, device ioctls, and the signal and abstract socket scopes.
+	landlockRequiredABI = 6
 )
 
 // DefaultRlimits are set for every jail unless its Spec sets the same
@@ -487,6 +506,14 @@ func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 			return nil, bad("seccomp", cs.seccompName, "%v", err)
 		}
 		cs.seccomp = p
+	}
+	switch s.Landlock {
+	case "", LandlockAuto, LandlockRequire, LandlockOff:
+	default:
+		return nil, bad("landlock", s.Landlock, "must be auto, require or off")
+	}
+	if s.Landlock == LandlockRequire && s.disabled("mount") {
+		return nil, bad("landlock", s.Landlock, "needs a mount namespace: the rules are made from the jail's mounts")
 	}
 	if s.SeccompLog && cs.seccomp == nil && cs.seccompName == seccomp.None {
 		return nil, bad("seccomp_log", "true", "needs a seccomp policy, not none")

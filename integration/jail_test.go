@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -842,4 +843,52 @@ func TestBinaryOutputLossless(t *testing.T) {
 	assert.Equal(t, random[:head], got[:head])
 	assert.Equal(t, marker, string(got[head:head+len(marker)]))
 	assert.Equal(t, random[len(random)-tail:], got[head+len(marker):])
+}
+
+// TestLandlock: the second wall is in force and reported. With the
+// signal scope (ABI 6) the workload cannot signal the jail's PID 1, which
+// is outside its domain; without Landlock it can (PID 1 forwards the
+// signal to everyone, the workload included).
+func TestLandlock(t *testing.T) {
+	res, _ := runJSON(t, "--profile", "strict", "--", "sh", "-c", "kill -TERM 1 2>/dev/null; echo kill=$?")
+	ll := res.Isolation.Landlock
+	require.Positive(t, ll.ABI, "this host has Landlock (jail check)")
+	assert.Contains(t, ll.Enforced, "fs")
+	if ll.ABI >= 6 {
+		assert.Contains(t, ll.Enforced, "signal")
+		assert.Equal(t, "kill=1\n", res.Stdout, "PID 1 is outside the workload's domain")
+	}
+	off, _ := runJSON(t, "--profile", "strict", "--landlock", "off", "--", "sh", "-c", "kill -TERM 1; sleep 5; echo alive")
+	assert.Equal(t, jail.StatusSignaled, off.Status, "the signal reached PID 1, which passed it on")
+	assert.Zero(t, off.Isolation.Landlock.ABI)
+	assert.Equal(t, []string{"landlock: off, as the Spec says"}, off.Isolation.Landlock.Missing)
+
+	r := runJail(t, "run", "--landlock", "maybe", "--", "true")
+	assert.Equal(t, jail.ExitSetupError, r.code)
+	assert.Contains(t, r.stderr, "landlock")
+}
+
+// TestReadOnlyBindUnixSocket is finding 12: a read-only bind does not
+// stop connect(2) to a unix socket below it (connecting writes nothing to
+// the file system). Landlock ABI 9 (Linux 7.1) refuses it; on an older
+// kernel the report says the jail lacks it.
+func TestReadOnlyBindUnixSocket(t *testing.T) {
+	dir := hostDir(t)
+	sock := filepath.Join(dir, "host.sock")
+	l, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, os.Chmod(sock, 0o777)) // the file's own permissions let anyone connect: only the jail may refuse
+	res, _ := runJSON(t, "--profile", "strict", "--ro-bind", dir+":/ro", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "connect-unix", "/ro/host.sock")
+	if res.Isolation.Landlock.ABI >= 9 {
+		assert.Contains(t, res.Isolation.Landlock.Enforced, "unix_socket_path")
+		assert.Equal(t, "errno 13 Permission denied\n", res.Stdout, "Landlock refuses the host's socket")
+		return
+	}
+	assert.Equal(t, "ok\n", res.Stdout, "on this kernel the connect goes through, as documented")
+	found := false
+	for _, m := range res.Isolation.Landlock.Missing {
+		found = found || strings.Contains(m, "unix_socket_path")
+	}
+	assert.True(t, found, "the report says the jail lacks it: %v", res.Isolation.Landlock.Missing)
 }

@@ -15,10 +15,12 @@ static int decode_both(const uint8_t *buf, size_t len, struct plan *p) {
 	p->envp = calloc(p->nenv + 1, sizeof *p->envp);
 	p->path = calloc(p->npath + 1, sizeof *p->path);
 	p->rlimits = calloc(p->nrlimits + 1, sizeof *p->rlimits);
+	p->landlock_rules = calloc(p->nlandlock + 1, sizeof *p->landlock_rules);
 	return jail_plan_decode(buf, len, p);
 }
 static void plan_free(struct plan *p) {
 	free(p->mounts); free((void *)p->argv); free((void *)p->envp); free((void *)p->path); free(p->rlimits);
+	free(p->landlock_rules);
 }
 */
 import "C"
@@ -123,6 +125,10 @@ func cDecode(b []byte) (*Plan, error) {
 	}
 	if p.seccomp_rules != nil {
 		out.SeccompRules = C.GoBytes(unsafe.Pointer(p.seccomp_rules), C.int(p.seccomp_rules_len))
+	}
+	out.LandlockFS, out.LandlockScoped = uint64(p.landlock_fs), uint64(p.landlock_scoped)
+	for _, r := range unsafe.Slice(p.landlock_rules, p.nlandlock) {
+		out.LandlockRules = append(out.LandlockRules, LandlockRule{Path: gostr(r.path), Access: uint64(r.access)})
 	}
 	for _, r := range unsafe.Slice(p.rlimits, p.nrlimits) {
 		out.Rlimits = append(out.Rlimits, Rlimit{Resource: int(r.resource), Cur: uint64(r.lim.rlim_cur), Max: uint64(r.lim.rlim_max)})

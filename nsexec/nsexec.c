@@ -125,7 +125,7 @@ static const char *get_str(struct reader *r, uint32_t *len, int blob)
 int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 {
 	struct reader r = {buf, buf + len, 0};
-	size_t nm = 0, na = 0, ne = 0, np = 0, nr = 0;
+	size_t nm = 0, na = 0, ne = 0, np = 0, nr = 0, nl = 0;
 	uint32_t max_src = 0; /* checked against source_fds, which may come later */
 	if (get_uint(&r, 4) != PLAN_MAGIC || get_uint(&r, 4) != len - 8) return -1;
 	while (!r.bad && r.p < r.end) {
@@ -169,6 +169,18 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 			nr++;
 			break;
 		}
+		case TAG_LANDLOCK:
+			p->landlock_fs = get_uint(&b, 8);
+			p->landlock_scoped = get_uint(&b, 8);
+			break;
+		case TAG_LANDLOCK_RULE: {
+			struct landlock_op l = {get_uint(&b, 8), NULL};
+			l.path = get_str(&b, NULL, 0);
+			if (l.path && l.path[0] != '/') b.bad = 1;
+			if (p->landlock_rules) p->landlock_rules[nl] = l;
+			nl++;
+			break;
+		}
 		case TAG_ROOT: case TAG_MOUNT: {
 			struct mount_op m = {0};
 			m.kind = (uint8_t)get_uint(&b, 1);
@@ -197,11 +209,12 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 	}
 	if ((p->flags & PLAN_SECCOMP_NOTIFY) && !p->seccomp) r.bad = 1;
 	if (max_src > p->source_fds) r.bad = 1;
+	if (nl > 0 && !p->landlock_fs) r.bad = 1; /* rules without a ruleset */
 	if ((p->flags & PLAN_MOUNTNS) && !p->attach) r.bad = 1;
 	if (r.bad || na == 0 || nm > PLAN_MAX_ITEMS || na > PLAN_MAX_ITEMS ||
-	    ne > PLAN_MAX_ITEMS || np > PLAN_MAX_ITEMS || nr > PLAN_MAX_ITEMS)
+	    ne > PLAN_MAX_ITEMS || np > PLAN_MAX_ITEMS || nr > PLAN_MAX_ITEMS || nl > PLAN_MAX_ITEMS)
 		return -1;
-	p->nmounts = nm; p->nargs = na; p->nenv = ne; p->npath = np; p->nrlimits = nr;
+	p->nmounts = nm; p->nargs = na; p->nenv = ne; p->npath = np; p->nrlimits = nr; p->nlandlock = nl;
 	return 0;
 }
 
@@ -846,6 +859,48 @@ static int clear_capabilities(void)
 	return (int)syscall(SYS_capset, &h, d);
 }
 
+/* ---- Landlock: the second wall ---- */
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+#define LL_RULE_PATH_BENEATH 1
+/* The rights that mean something on a file; a rule on a file holds only these. */
+#define LL_FILE_RIGHTS ((1ULL << 0) | (1ULL << 1) | (1ULL << 2) | (1ULL << 14) | (1ULL << 15))
+
+/* apply_landlock restricts the workload to the plan's rules: rights the
+ * ruleset handles are refused wherever no rule grants them. The attr
+ * carries every field jail knows; a kernel that knows fewer takes it as
+ * long as the fields it does not know are zero (the parent plans by the
+ * kernel's ABI). A rule whose path does not exist is skipped. */
+static int apply_landlock(const struct plan *p)
+{
+	struct { uint64_t handled_access_fs, handled_access_net, scoped; } attr = {p->landlock_fs, 0, p->landlock_scoped};
+	int rfd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+	if (rfd < 0) return -1;
+	for (size_t i = 0; i < p->nlandlock; i++) {
+		struct { uint64_t allowed_access; int32_t parent_fd; } __attribute__((packed)) pb;
+		struct stat st;
+		int fd = open(p->landlock_rules[i].path, O_PATH | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT) continue;
+		if (fd < 0 || fstat(fd, &st) < 0) goto fail;
+		pb.allowed_access = p->landlock_rules[i].access;
+		if (!S_ISDIR(st.st_mode)) pb.allowed_access &= LL_FILE_RIGHTS;
+		pb.parent_fd = fd;
+		int r = (int)syscall(SYS_landlock_add_rule, rfd, LL_RULE_PATH_BENEATH, &pb, 0);
+		{ int e = errno; close(fd); errno = e; }
+		if (r < 0) goto fail;
+	}
+	if (syscall(SYS_landlock_restrict_self, rfd, 0) < 0) goto fail;
+	close(rfd);
+	return 0;
+fail:
+	{ int e = errno; close(rfd); errno = e; }
+	return -1;
+}
+
 /* exec_workload searches the plan's PATH as execvp(3) does and returns the
  * errno that explains the failure. */
 static int exec_workload(struct plan *p)
@@ -906,6 +961,8 @@ static void run_workload(struct plan *p, int errfd)
 	if (clear_capabilities() < 0) goto fail;
 	step = "no_new_privs";
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) goto fail;
+	step = "landlock";
+	if ((p->landlock_fs || p->landlock_scoped) && apply_landlock(p) < 0) goto fail;
 	step = "close fds";
 	/* Keep 0-2 and the exec-error pipe at 3; runc CVE-2024-21626. */
 	if (errfd != 3 && dup3(errfd, 3, O_CLOEXEC) < 0) goto fail;
@@ -1083,7 +1140,8 @@ static int read_plan(struct plan *p)
 	p->envp = calloc(p->nenv + 1, sizeof *p->envp);
 	p->path = calloc(p->npath + 1, sizeof *p->path);
 	p->rlimits = calloc(p->nrlimits + 1, sizeof *p->rlimits);
-	if (!p->mounts || !p->argv || !p->envp || !p->path || !p->rlimits) return -1;
+	p->landlock_rules = calloc(p->nlandlock + 1, sizeof *p->landlock_rules);
+	if (!p->mounts || !p->argv || !p->envp || !p->path || !p->rlimits || !p->landlock_rules) return -1;
 	return jail_plan_decode(buf, len + 8, p) < 0 ? (errno = EINVAL, -1) : 0;
 	/* buf and the arrays live until execve replaces this image. */
 }

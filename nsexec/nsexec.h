@@ -36,7 +36,7 @@
 
 /* record tags */
 enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD,
-       TAG_SECCOMP, TAG_SECCOMP_RULES, TAG_CGROUP_FDS, TAG_SOURCE_FDS };
+       TAG_SECCOMP, TAG_SECCOMP_RULES, TAG_CGROUP_FDS, TAG_SOURCE_FDS, TAG_LANDLOCK, TAG_LANDLOCK_RULE };
 #define BPF_MAX_INSNS 4096
 
 /* mount op kinds and flags */
@@ -58,6 +58,11 @@ struct mount_op {
 	int tree_fd; /* the detached tree of a bind, once cloned */
 };
 
+struct landlock_op {
+	uint64_t access; /* LANDLOCK_ACCESS_FS_* granted beneath path */
+	const char *path;
+};
+
 struct rlim_op {
 	int resource;
 	struct rlimit lim;
@@ -77,6 +82,9 @@ struct plan {
 	uint32_t seccomp_len, seccomp_rules_len; /* in bytes */
 	uint32_t cgroup_fds; /* cgroup tasks files at CGROUP_FD... */
 	uint32_t source_fds; /* host sources at SOURCE_FD(p, 1)... */
+	uint64_t landlock_fs, landlock_scoped; /* the ruleset's handled rights and scopes; 0, 0: none */
+	struct landlock_op *landlock_rules;
+	size_t nlandlock;
 };
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */

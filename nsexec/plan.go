@@ -140,10 +140,23 @@ type Plan struct {
 	// Sources is how many host sources (O_PATH descriptors the parent
 	// opened and checked) the child inherits, at SourceFD(CgroupFDs, 1)...
 	Sources uint32
+	// LandlockFS and LandlockScoped are the handled filesystem rights and
+	// the scopes of the Landlock ruleset the workload restricts itself
+	// with, after no_new_privs and before seccomp (landlock(7)); none when
+	// both are 0. LandlockRules grant rights beneath paths of the jail.
+	LandlockFS, LandlockScoped uint64
+	LandlockRules              []LandlockRule
 	// SeccompRules is the program PID 1 runs on each seccomp notification
 	// to find the errno to answer with; without it, every notification is
 	// a kill.
 	SeccompRules []byte
+}
+
+// LandlockRule grants Access (LANDLOCK_ACCESS_FS_*) beneath Path, a path
+// in the jail; the child skips a Path that does not exist.
+type LandlockRule struct {
+	Path   string
+	Access uint64
 }
 
 // FSOptions encodes mount options for Mount.Data of an OpFS mount.
@@ -172,6 +185,8 @@ const (
 	tagSeccompRules
 	tagCgroupFDs
 	tagSourceFDs
+	tagLandlock
+	tagLandlockRule
 )
 
 type encoder struct {
@@ -247,7 +262,7 @@ func (p *Plan) Encode() ([]byte, error) {
 	if p.Flags&FlagMountNS != 0 && p.Root.Kind == 0 {
 		return nil, errors.New("plan has a mount namespace but no root")
 	}
-	for _, n := range []int{len(p.Mounts), len(p.Argv), len(p.Env), len(p.Path), len(p.Rlimits)} {
+	for _, n := range []int{len(p.Mounts), len(p.Argv), len(p.Env), len(p.Path), len(p.Rlimits), len(p.LandlockRules)} {
 		if n > maxPlanItems {
 			return nil, fmt.Errorf("plan has %d items in a list, more than %d", n, maxPlanItems)
 		}
@@ -300,6 +315,17 @@ func (p *Plan) Encode() ([]byte, error) {
 			e.err = errors.Join(e.err, fmt.Errorf("plan has %d cgroup files, more than %d", p.CgroupFDs, maxCgroupFDs))
 		}
 		e.record(tagCgroupFDs, func() { e.u32(p.CgroupFDs) })
+	}
+	if p.LandlockFS != 0 || p.LandlockScoped != 0 {
+		e.record(tagLandlock, func() { e.u64(p.LandlockFS); e.u64(p.LandlockScoped) })
+		for _, r := range p.LandlockRules {
+			if r.Access&^p.LandlockFS != 0 {
+				e.err = errors.Join(e.err, fmt.Errorf("landlock rule on %q grants rights the ruleset does not handle", r.Path))
+			}
+			e.record(tagLandlockRule, func() { e.u64(r.Access); e.str("landlock path", r.Path) })
+		}
+	} else if len(p.LandlockRules) > 0 {
+		e.err = errors.Join(e.err, errors.New("plan has landlock rules but no ruleset"))
 	}
 	if p.Sources > 0 {
 		if p.Sources > maxSourceFDs {

@@ -74,10 +74,13 @@ func samplePlan() *Plan {
 		Path:     []string{"/usr/bin", "/bin"},
 		Cwd:      "/tmp",
 		// RET ALLOW; and RET ERRNO|EPERM as the rules.
-		Seccomp:      []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f},
-		SeccompRules: []byte{6, 0, 0, 0, 1, 0, 5, 0},
-		CgroupFDs:    2,
-		Sources:      2,
+		Seccomp:        []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f},
+		SeccompRules:   []byte{6, 0, 0, 0, 1, 0, 5, 0},
+		CgroupFDs:      2,
+		Sources:        2,
+		LandlockFS:     1<<16 - 1,
+		LandlockScoped: 3,
+		LandlockRules:  []LandlockRule{{Path: "/usr", Access: 0xd}, {Path: "/tmp", Access: 1<<16 - 1}},
 	}
 }
 
@@ -102,6 +105,9 @@ func TestEncodeRejects(t *testing.T) {
 		{"a source beyond the sources", func(p *Plan) { p.Mounts[0].Src = 3 }},
 		{"a file op with a source", func(p *Plan) { p.Mounts[1].Src = 1 }},
 		{"too many sources", func(p *Plan) { p.Sources = maxSourceFDs + 1 }},
+		{"landlock rules without a ruleset", func(p *Plan) { p.LandlockFS, p.LandlockScoped = 0, 0 }},
+		{"a landlock right not handled", func(p *Plan) { p.LandlockRules[0].Access = 1 << 20 }},
+		{"NUL in a landlock path", func(p *Plan) { p.LandlockRules[0].Path = "/a\x00b" }},
 		{"NUL in an argument", func(p *Plan) { p.Argv[1] = "a\x00b" }},
 		{"relative target", func(p *Plan) { p.Mounts[0].Target = "usr" }},
 		{"unknown op kind", func(p *Plan) { p.Mounts[0].Kind = 99 }},

@@ -48,7 +48,7 @@ type runFlags struct {
 	asJSON, tty                     bool
 	report                          string
 	allowUnenforced, allowSensitive bool
-	seccomp                         string
+	seccomp, landlock               string
 	seccompLog                      bool
 	noNS                            map[string]*bool
 }
@@ -126,6 +126,7 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "create the jail's cgroup under `CGROUP` instead of jail's own cgroup (relative, /absolute, or a /sys/fs/cgroup/... directory)")
 	fl.StringArrayVar(&f.rlimits, "rlimit", nil, "resource limit `NAME=SOFT[:HARD]`, e.g. nofile=256 or stack=8388608:unlimited (repeatable)")
 	fl.StringVar(&f.seccomp, "seccomp", "", "seccomp policy: a built-in `NAME` (default, strict), a policy FILE, or none (see `jail seccomp list`; default: the profile's)")
+	fl.StringVar(&f.landlock, "landlock", "", "the Landlock second wall: auto (what this kernel has; the report says what it lacks), require (refuse a kernel below ABI 6), or off")
 	fl.BoolVar(&f.seccompLog, "seccomp-log", false, "report every call the seccomp policy denies (seccomp_denials), not only kills")
 	fl.BoolVar(&f.allowUnenforced, "allow-unenforced", false, "run even if something asked for cannot be enforced here; the report lists it")
 	fl.BoolVar(&f.allowSensitive, "allow-sensitive-sources", false, "allow bind sources under /proc, /sys, /dev, /boot, /run, the whole /etc or /")
@@ -192,6 +193,9 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 	}
 	if changed("seccomp") {
 		s.Seccomp, s.SeccompPolicy = f.seccomp, nil
+	}
+	if changed("landlock") {
+		s.Landlock = f.landlock
 	}
 	if changed("seccomp-log") {
 		s.SeccompLog = f.seccompLog

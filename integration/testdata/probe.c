@@ -26,6 +26,7 @@
  *   probe tcpfill MB     open loopback TCP connections whose receivers never
  *                        read and write into them until the kernel refuses,
  *                        or MB mebibytes are queued; print how many
+ *   probe connect-unix PATH  connect to the unix socket at PATH
  *   probe tty-attack     on fds 0-2: turn off echo and canonical mode, set
  *                        TIOCEXCL, the N_NULL line discipline, a 1x1 window
  *                        and O_NONBLOCK, and write an escape sequence: what
@@ -50,6 +51,7 @@
 #include <sys/resource.h>
 #include <mqueue.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -272,6 +274,12 @@ int main(int argc, char **argv)
 		}
 		printf("tcp queued %ld MiB\n", queued >> 20);
 		return 0;
+	}
+	if (!strcmp(argv[1], "connect-unix") && argc == 3) {
+		struct sockaddr_un a = {.sun_family = AF_UNIX};
+		strncpy(a.sun_path, argv[2], sizeof a.sun_path - 1);
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
+		return report(s < 0 ? s : connect(s, (struct sockaddr *)&a, sizeof a));
 	}
 	if (!strcmp(argv[1], "tty-attack")) {
 		int ttys = 0;

@@ -210,21 +210,30 @@ func seccompFeature(s seccompFacts) Feature {
 func landlockFeature(abi int, err error) Feature {
 	f := Feature{Name: nameLandlock}
 	if err == nil {
-		f.Verdict = OK
-		f.Detail = fmt.Sprintf("ABI v%d", abi)
+		f.Verdict, f.Detail = OK, fmt.Sprintf("ABI v%d: the second wall (file rules from the mount plan", abi)
+		switch {
+		case abi >= 9:
+			f.Detail += ", signal and socket scopes, unix sockets by path)"
+		case abi >= 6:
+			f.Detail += ", signal and abstract socket scopes; unix sockets by path need ABI 9, Linux 7.1)"
+		default:
+			f.Verdict = Warn
+			f.Detail += "; signal and socket scopes need ABI 6, and --landlock require refuses this kernel)"
+			f.Fix = "use Linux 6.12 or later for the scopes"
+		}
 		return f
 	}
-	// jail does not use landlock yet, so its absence is a warning only.
+	// jail runs without it ("auto"), and the report says so.
 	f.Verdict = Warn
 	switch {
 	case errors.Is(err, syscall.EOPNOTSUPP):
-		f.Detail = "built in but disabled at boot (jail does not use it yet)"
+		f.Detail = "built in but disabled at boot: jails run without their second wall, and say so"
 		f.Fix = "add landlock to the lsm= kernel boot parameter"
 	case errors.Is(err, syscall.ENOSYS):
-		f.Detail = "not in this kernel (jail does not use it yet)"
+		f.Detail = "not in this kernel: jails run without their second wall, and say so"
 		f.Fix = "use a 5.13 or later kernel built with CONFIG_SECURITY_LANDLOCK=y"
 	default:
-		f.Detail = fmt.Sprintf("landlock_create_ruleset: %v (jail does not use it yet)", err)
+		f.Detail = fmt.Sprintf("landlock_create_ruleset: %v: jails run without their second wall", err)
 		f.Fix = "use a 5.13 or later kernel built with CONFIG_SECURITY_LANDLOCK=y"
 	}
 	return f

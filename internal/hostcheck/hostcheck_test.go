@@ -179,10 +179,12 @@ func TestLandlockFeature(t *testing.T) {
 		wantVerdict Verdict
 		wantDetail  string
 	}{
-		{name: "abi 6", abi: 6, wantVerdict: OK, wantDetail: "ABI v6"},
-		{name: "disabled at boot", err: syscall.EOPNOTSUPP, wantVerdict: Warn, wantDetail: "built in but disabled at boot (jail does not use it yet)"},
-		{name: "not built", err: syscall.ENOSYS, wantVerdict: Warn, wantDetail: "not in this kernel (jail does not use it yet)"},
-		{name: "other error", err: syscall.EPERM, wantVerdict: Warn, wantDetail: "landlock_create_ruleset: " + syscall.EPERM.Error() + " (jail does not use it yet)"},
+		{name: "abi 9", abi: 9, wantVerdict: OK, wantDetail: "ABI v9: the second wall (file rules from the mount plan, signal and socket scopes, unix sockets by path)"},
+		{name: "abi 7", abi: 7, wantVerdict: OK, wantDetail: "ABI v7: the second wall (file rules from the mount plan, signal and abstract socket scopes; unix sockets by path need ABI 9, Linux 7.1)"},
+		{name: "abi 4", abi: 4, wantVerdict: Warn, wantDetail: "ABI v4: the second wall (file rules from the mount plan; signal and socket scopes need ABI 6, and --landlock require refuses this kernel)"},
+		{name: "disabled at boot", err: syscall.EOPNOTSUPP, wantVerdict: Warn, wantDetail: "built in but disabled at boot: jails run without their second wall, and say so"},
+		{name: "not built", err: syscall.ENOSYS, wantVerdict: Warn, wantDetail: "not in this kernel: jails run without their second wall, and say so"},
+		{name: "other error", err: syscall.EPERM, wantVerdict: Warn, wantDetail: "landlock_create_ruleset: " + syscall.EPERM.Error() + ": jails run without their second wall"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
