@@ -83,6 +83,7 @@ type Cmd struct {
 	end             time.Time
 	exited          *nsexec.Msg   // MsgExited
 	workloadStarted bool          // MsgStarted: the workload's execve succeeded
+	lateErr         *nsexec.Msg   // MsgSetupError from PID 1 after MsgStarted
 	execErr         *nsexec.Msg   // MsgExecError
 	seccomp         []nsexec.Msg  // MsgSeccomp events
 	cg              *cgroup.Group // the run's cgroup, when the Spec has limits

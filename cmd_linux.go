@@ -271,6 +271,9 @@ func (c *Cmd) Start() (retErr error) {
 		// setgroups drops root's supplementary groups.
 		a.Credential = &syscall.Credential{Uid: l.plan.UID, Gid: l.plan.GID, NoSetGroups: !l.setgroups}
 		a.AmbientCaps = stageCaps
+		if l.plan.Flags&nsexec.FlagInitramfs != 0 {
+			a.AmbientCaps = append(append([]uintptr{}, stageCaps...), unix.CAP_SYS_CHROOT) // to enter the copy of the initramfs
+		}
 	}
 	c.ec = ec
 
@@ -546,6 +549,8 @@ func (c *Cmd) watch() {
 			if len(c.seccomp) < 2*nsexec.MaxSeccompEvents {
 				c.seccomp = append(c.seccomp, m)
 			}
+		case nsexec.MsgSetupError: // PID 1 failed after the workload started
+			c.lateErr = &m
 		case nsexec.MsgStarted:
 			c.workloadStarted = true
 			if c.l.cloneflags&cloneNewPID == 0 {
@@ -805,8 +810,11 @@ func (c *Cmd) Wait() error {
 		// of the workload is that it ran and was killed.
 		r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
 		r.SupervisorLost = true
-		r.Error = &ErrorInfo{Step: "supervisor", Message: c.deathError("after the workload started", errOrEOF(waitErr)).Error() +
-			"; the workload was killed with it"}
+		msg := c.deathError("after the workload started", errOrEOF(waitErr)).Error()
+		if c.lateErr != nil {
+			msg = fmt.Sprintf("jail init failed at %s after the workload started: %v", c.lateErr.Step, syscall.Errno(c.lateErr.Errno))
+		}
+		r.Error = &ErrorInfo{Step: "supervisor", Message: msg + "; the workload was killed with it"}
 	default:
 		err := &InitError{Step: "init", Err: c.deathError("before the workload's report", errOrEOF(waitErr))}
 		r.Status, r.ExitCode = StatusSetupError, ExitSetupError

@@ -73,7 +73,9 @@ func TestCommand(t *testing.T) {
 		{"hostname", Spec{Hostname: "box"}, []string{"hostname"}, "", StatusExited, 0, "", "box\n", ""},
 		{"env is not inherited", Spec{Env: []string{"ONLY=this"}}, []string{"/usr/bin/env"}, "", StatusExited, 0, "", "ONLY=this\n", ""},
 		{"cwd", Spec{Cwd: "/proc"}, []string{"pwd"}, "", StatusExited, 0, "", "/proc\n", ""},
-		{"pid 1 is the child stage", Spec{}, []string{"sh", "-c", "echo $$"}, "", StatusExited, 0, "", "2\n", ""},
+		// PID 1 and its seccomp listener thread (tid 2) come first.
+		{"pid 1 is the child stage", Spec{}, []string{"sh", "-c", "echo $$"}, "", StatusExited, 0, "", "3\n", ""},
+		{"pid 1 without a listener", Spec{Seccomp: "none"}, []string{"sh", "-c", "echo $$"}, "", StatusExited, 0, "", "2\n", ""},
 		{"read-only bind", Spec{Mounts: []mounts.Mount{{Type: mounts.ROBind, Source: dir, Target: "/data"}}},
 			[]string{"sh", "-c", "cat /data/hello; touch /data/new 2>/dev/null || echo read-only"}, "",
 			StatusExited, 0, "", "hi from the host\nread-only\n", ""},

@@ -212,6 +212,9 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		return l, nil
 	}
 	p.Flags |= nsexec.FlagMountNS | nsexec.FlagRootRO
+	if h.fs.Initramfs {
+		p.Flags |= nsexec.FlagInitramfs
+	}
 	iso.Root = "tmpfs"
 	if s.Root != "" {
 		iso.Root, iso.RootPath = "directory", s.Root

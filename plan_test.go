@@ -340,3 +340,14 @@ func TestDescribeOp(t *testing.T) {
 		})
 	}
 }
+
+func TestNewLaunchInitramfs(t *testing.T) {
+	h := testHost(0, 0)
+	h.fs.Initramfs = true
+	l, err := newLaunch(&Spec{}, []string{"id"}, h)
+	require.NoError(t, err)
+	assert.NotZero(t, l.plan.Flags&nsexec.FlagInitramfs, "enter a copy of the tree before pivot_root")
+	l, err = newLaunch(&Spec{}, []string{"id"}, testHost(0, 0))
+	require.NoError(t, err)
+	assert.Zero(t, l.plan.Flags&nsexec.FlagInitramfs)
+}

@@ -892,3 +892,31 @@ func TestReadOnlyBindUnixSocket(t *testing.T) {
 	}
 	assert.True(t, found, "the report says the jail lacks it: %v", res.Isolation.Landlock.Missing)
 }
+
+// TestRootOfTheHost: on a host whose / is the initramfs (minimal VMs, some
+// CI images), pivot_root fails with EINVAL; jail enters a copy of the
+// tree first, and the host's tree is detached as on any host. integration/vm
+// runs this with JAIL_VM_ROOT=initramfs; on other hosts it checks what jail
+// check says.
+func TestRootOfTheHost(t *testing.T) {
+	initramfs := rootfs.RootIsInitramfs()
+	check := runJail(t, "check")
+	if initramfs {
+		assert.Contains(t, check.stdout, "/ is the initramfs (rootfs)")
+	} else {
+		assert.Contains(t, check.stdout, "/ is a mounted file system")
+	}
+	marker := filepath.Join(hostDir(t), "host-marker")
+	require.NoError(t, os.WriteFile(marker, []byte("secret"), 0o644))
+	// The whole of a file system's root mounted anywhere but on the jail's
+	// own / would be the host's tree (on an initramfs host: rootfs's /;
+	// rootfs's /usr is the jail's bind of /usr).
+	out := strict(t, "test -e "+marker+" && echo present || echo absent; grep -c . /proc/self/mountinfo; "+
+		"awk '$4 == \"/\" && $5 == \"/\" { print $(NF-2) }' /proc/self/mountinfo; "+
+		"awk '$4 == \"/\" && $5 != \"/\" && / - (rootfs|ext4|xfs|btrfs|overlay) / { print $5 }' /proc/self/mountinfo")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, "marker, mount count, the root's type; no host root anywhere: %q", out)
+	assert.Equal(t, "absent", lines[0], "the host's files are out of reach")
+	assert.Equal(t, "tmpfs", lines[2], "the jail's / is its own tmpfs")
+	t.Logf("initramfs root: %v; the jail sees %s mounts", initramfs, lines[1])
+}

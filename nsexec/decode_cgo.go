@@ -68,6 +68,7 @@ var cConstants = map[string]int64{
 	"PLAN_SECCOMP_WAIT_KILLABLE": C.PLAN_SECCOMP_WAIT_KILLABLE,
 	"PLAN_CGROUPNS":              C.PLAN_CGROUPNS,
 	"PLAN_TTY":                   C.PLAN_TTY,
+	"PLAN_INITRAMFS":             C.PLAN_INITRAMFS,
 	"MSG_PTY":                    C.MSG_PTY,
 	"MAX_SOURCE_FDS":             C.MAX_SOURCE_FDS,
 	"SOURCE_FD(2, 3)":            C.CGROUP_FD + 2 + 3 - 1,

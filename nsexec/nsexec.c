@@ -469,6 +469,25 @@ static int open_sources(struct plan *p)
 	return 0;
 }
 
+/* enter_root_copy runs when / is the initramfs (rootfs), which has no
+ * parent mount, so pivot_root refuses it (EINVAL) and nothing could detach
+ * the host's tree. It clones the whole tree, attaches the clone on top of
+ * the initramfs and enters it: the clone has a parent, pivot_root works on
+ * it, and the host's tree goes with it when the old root is detached, as on
+ * any other host. (Unmounting the host's mounts one by one is not an option
+ * in a user namespace: they came over as one locked tree.) */
+static int enter_root_copy(struct plan *p)
+{
+	if (!(p->flags & PLAN_INITRAMFS)) return 0;
+	int fd = sys_open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (fd < 0) return -1;
+	int r = sys_move_mount(fd, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH);
+	if (r == 0) r = fchdir(fd);
+	if (r == 0) r = chroot(".");
+	{ int e = errno; close(fd); errno = e; }
+	return r;
+}
+
 /* build_root makes the new root (a tmpfs, or the read-only clone of a
  * directory) and attaches it on the plan's attach point, a host directory,
  * inside our mount namespace. The mount's own descriptor is the root from
@@ -732,12 +751,12 @@ static void answer_notification(const struct plan *p, int lfd, pid_t workload)
  * killably (PLAN_SECCOMP_WAIT_KILLABLE), so a received kill always lands. */
 static struct {
 	const struct plan *p;
-	int lfd, done[2];
+	int lfd, done[2], handoff[2];
 	pid_t workload;
 	pthread_t thread;
 	int started;
 	volatile sig_atomic_t draining;
-} listener = {.lfd = -1, .done = {-1, -1}};
+} listener = {.lfd = -1, .done = {-1, -1}, .handoff = {-1, -1}};
 
 /* The signal that ends a blocked RECV when the listener is drained: a
  * real-time one glibc does not use, outside the set PID 1 forwards. */
@@ -768,6 +787,17 @@ static int filter_unused(void)
 static void *listen_seccomp(void *arg)
 {
 	(void)arg;
+	/* Wait for the listener and the workload's pid: the thread is made
+	 * before PID 1 unshares its time namespace, after which it could make
+	 * no thread (clone with CLONE_VM fails with EINVAL on such kernels). */
+	pid_t w[2];
+	for (size_t got = 0; got < sizeof w;) {
+		ssize_t n = read(listener.handoff[0], (char *)w + got, sizeof w - got);
+		if (n < 0 && errno == EINTR && !listener.draining) continue;
+		if (n <= 0) goto out;
+		got += (size_t)n;
+	}
+	listener.lfd = w[0], listener.workload = w[1];
 	for (;;) {
 		memset(notif_req, 0, notif_req_size);
 		if (ioctl(listener.lfd, SECCOMP_IOCTL_NOTIF_RECV, notif_req) == 0)
@@ -777,26 +807,33 @@ static void *listen_seccomp(void *arg)
 		else if (errno != EINTR || listener.draining)
 			break;
 	}
+out:
 	(void)!write(listener.done[1], "", 1);
 	return NULL;
 }
 
-/* start_listener starts the listener thread on lfd. */
-static int start_listener(const struct plan *p, int lfd, pid_t workload)
+/* start_listener starts the listener thread, which waits for the
+ * listener (hand_listener); a step of run_child, before the time namespace. */
+static int start_listener(struct plan *p)
 {
+	if (!(p->flags & PLAN_SECCOMP_NOTIFY)) return 0;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_drain; /* no SA_RESTART: the signal ends a blocked RECV with EINTR */
-	pthread_attr_t attr;
-	listener.p = p, listener.lfd = lfd, listener.workload = workload;
-	if (sigaction(SIG_DRAIN, &sa, NULL) < 0 || pipe2(listener.done, O_CLOEXEC) < 0) return -1;
-	if ((errno = pthread_attr_init(&attr)) != 0) return -1;
-	pthread_attr_setstacksize(&attr, 128 << 10);
-	errno = pthread_create(&listener.thread, &attr, listen_seccomp, NULL);
-	pthread_attr_destroy(&attr);
-	if (errno != 0) return -1;
+	listener.p = p;
+	if (notif_buffers() < 0 || sigaction(SIG_DRAIN, &sa, NULL) < 0 || pipe2(listener.done, O_CLOEXEC) < 0 ||
+	    pipe2(listener.handoff, O_CLOEXEC) < 0)
+		return -1;
+	if ((errno = pthread_create(&listener.thread, NULL, listen_seccomp, NULL)) != 0) return -1;
 	listener.started = 1;
 	return 0;
+}
+
+/* hand_listener gives the thread the listener and the workload's pid. */
+static int hand_listener(int lfd, pid_t workload)
+{
+	pid_t w[2] = {lfd, workload};
+	return write(listener.handoff[1], w, sizeof w) == (ssize_t)sizeof w ? 0 : -1;
 }
 
 /* drain_listener waits until the listener has handled every notification
@@ -1004,7 +1041,6 @@ static int reap_workload(struct plan *p)
 	if (block_signals(&set) < 0 || (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) return -1;
 	/* The exec-error channel, which also carries the seccomp listener. */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ep) < 0) return -1;
-	if ((p->flags & PLAN_SECCOMP_NOTIFY) && notif_buffers() < 0) return -1;
 	if (!(p->flags & PLAN_PIDNS)) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	pid_t pid = fork();
 	if (pid < 0) return -1;
@@ -1030,9 +1066,11 @@ static int reap_workload(struct plan *p)
 		_exit(0);
 	}
 	send_msg(MSG_STARTED, 0, pid, -1, NULL); /* the pid, for a parent that shares our PID namespace */
-	if (lfd >= 0 && start_listener(p, lfd, pid) < 0) {
+	if (lfd >= 0 && (!listener.started || hand_listener(lfd, pid) < 0)) {
+		int e = listener.started ? errno : EPROTO;
 		kill(pid, SIGKILL); /* never run without the supervisor the filter needs */
-		return -1;
+		send_msg(MSG_SETUP_ERROR, e, 0, -1, "seccomp listener");
+		_exit(1);
 	}
 
 	struct pollfd fds[2] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}};
@@ -1091,6 +1129,7 @@ static int run_child(struct plan *p, const char **step)
 	static const struct { const char *name; int (*run)(struct plan *); int mountns; } steps[] = {
 		{"make / rslave", make_root_rslave, 1},
 		{"open mount sources", open_sources, 1},
+		{"enter a copy of the initramfs", enter_root_copy, 1},
 		{"build root", build_root, 1},
 		{"close host sources", close_sources, 0},
 		{"mount plan", apply_mounts, 1},
@@ -1098,6 +1137,7 @@ static int run_child(struct plan *p, const char **step)
 		{"remount root read-only", remount_root_ro, 1},
 		{"hostname", set_hostname, 0},
 		{"loopback up", loopback_up, 0},
+		{"seccomp listener thread", start_listener, 0},
 		{"time namespace", new_time_ns, 0},
 		{"terminal", open_terminal, 0},
 		{"wait for parent", wait_for_go, 0},

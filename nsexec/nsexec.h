@@ -33,6 +33,7 @@
 #define PLAN_SECCOMP_WAIT_KILLABLE 0x80 /* ... with SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19) */
 #define PLAN_CGROUPNS 0x100 /* the jail has its own cgroup namespace: make it again after joining v1 cgroups */
 #define PLAN_TTY 0x200 /* the workload gets a new terminal of the jail's devpts; its master goes to the parent */
+#define PLAN_INITRAMFS 0x400 /* / is the initramfs: enter a copy of the tree first, so pivot_root can detach it */
 
 /* record tags */
 enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD,

@@ -33,6 +33,9 @@ const (
 	// stdin, stdout, stderr and controlling terminal; the child sends the
 	// master to the parent (MsgPTY) before MsgReady.
 	FlagTTY Flags = 0x200
+	// FlagInitramfs: / is the initramfs (rootfs), which pivot_root
+	// refuses; the child enters a copy of the tree first.
+	FlagInitramfs Flags = 0x400
 )
 
 // OpKind is what a mount op does.

@@ -47,6 +47,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"PLAN_SECCOMP_WAIT_KILLABLE": int64(FlagSeccompWaitKillable),
 		"PLAN_CGROUPNS":              int64(FlagCgroupNS),
 		"PLAN_TTY":                   int64(FlagTTY),
+		"PLAN_INITRAMFS":             int64(FlagInitramfs),
 		"MSG_PTY":                    int64(MsgPTY),
 		"MAX_SOURCE_FDS":             maxSourceFDs,
 		"SOURCE_FD(2, 3)":            int64(SourceFD(2, 3)),

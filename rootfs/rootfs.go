@@ -54,6 +54,10 @@ type Host struct {
 	Files map[string]bool
 	// Attach is a host directory the child may mount the new root on.
 	Attach string
+	// Initramfs says / is the initramfs (rootfs), as in minimal VMs and
+	// some CI images: pivot_root refuses it, and the child enters a copy of
+	// the tree first (nsexec.FlagInitramfs).
+	Initramfs bool
 }
 
 // Plan is the root filesystem as nsexec steps.

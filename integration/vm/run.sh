@@ -25,6 +25,9 @@
 #   JAIL_VM_ACCEL    tcg (default) or kvm, where /dev/kvm boots stock kernels
 #   JAIL_VM_APPEND   extra kernel command line arguments
 #   JAIL_VM_CONSOLE  save the guest's console (kernel log, init) to this file
+#   JAIL_VM_ROOT     tmpfs (default): COMMAND runs on a tmpfs root the initramfs
+#                    was copied to; initramfs: on the initramfs itself, where
+#                    pivot_root(2) fails with EINVAL (the case jail must handle)
 #
 # The guest runs Debian's own kernel (linux-image-amd64) with a busybox
 # userland; both are fetched with `apt-get download` (nothing is installed)
@@ -293,11 +296,15 @@ build_base() {
 	# enters its new root with pivot_root(2), which fails with EINVAL while
 	# the current root is the initramfs ("rootfs" is the one mount without a
 	# parent). So copy the tree onto a tmpfs and switch_root into it; the
-	# old contents are freed.
+	# old contents are freed. JAIL_VM_ROOT=initramfs skips that, to test
+	# jail on such a root.
 	cat >"$root/init" <<-'EOF'
 		#!/bin/sh
 		export PATH=/usr/sbin:/usr/bin
 		fail() { echo "jail-vm: FATAL: $*"; poweroff -f; reboot -f; }
+		# JAIL_VM_ROOT=initramfs: stay on the initramfs, to test that case.
+		. /etc/jail-vm/run || fail "no /etc/jail-vm/run"
+		if [ "${JAIL_VM_ROOT:-}" = initramfs ]; then exec /etc/jail-vm/init; fi
 		mkdir /newroot && mount -t tmpfs -o mode=0755 root /newroot || fail "mount the root tmpfs"
 		for f in /*; do
 			case $f in /newroot | /init) continue ;; esac
@@ -414,7 +421,10 @@ chmod 0755 "$stage$GUEST_DIR"
 NONCE=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 # sq quotes its argument for sh: 'it'\''s'.
 sq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
-echo "JAIL_VM_NONCE=$NONCE" >"$stage/etc/jail-vm/run"
+{
+	echo "JAIL_VM_NONCE=$NONCE"
+	echo "JAIL_VM_ROOT=$(sq "${JAIL_VM_ROOT:-tmpfs}")"
+} >"$stage/etc/jail-vm/run"
 {
 	printf 'exec'
 	for a in "$@"; do printf ' %s' "$(sq "$a")"; done

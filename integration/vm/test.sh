@@ -16,6 +16,7 @@
 # Environment:
 #   JAIL_VM_RUN      -test.run pattern for integration.test (default Cgroup)
 #   JAIL_VM_TIMEOUT  seconds for the whole VM run (default 1800)
+#   JAIL_VM_CGROUP_TEST  0: do not run cgroup.test (default 1)
 #   and run.sh's (JAIL_VM_CACHE, JAIL_VM_ACCEL, JAIL_VM_CONSOLE, ...)
 #
 # Exit status: 0 all passed; 1 a build or a test failed (the last line says
@@ -68,7 +69,7 @@ gcc -static -O2 -o "$out/probe" integration/testdata/probe.c || fail "gcc -stati
 mkdir "$out/integration"
 CGO_ENABLED=1 go test -c "${static[@]}" -o "$out/integration/integration.test" ./integration || fail "go test -c ./integration"
 files=("$out/jail" "$out/probe" "$out/integration")
-if [ -d cgroup ]; then
+if [ -d cgroup ] && [ "${JAIL_VM_CGROUP_TEST:-1}" != 0 ]; then
 	mkdir "$out/cgroup"
 	CGO_ENABLED=1 go test -c "${static[@]}" -o "$out/cgroup/cgroup.test" ./cgroup || fail "go test -c ./cgroup"
 	if [ -d cgroup/testdata ]; then cp -R cgroup/testdata "$out/cgroup/"; fi

@@ -43,6 +43,7 @@ const (
 	nameLandlock   = "landlock"
 	nameNftables   = "nftables"
 	nameMountAPI   = "mount API"
+	nameRootFS     = "root file system"
 	nameCaller     = "caller"
 )
 
@@ -237,6 +238,16 @@ func landlockFeature(abi int, err error) Feature {
 		f.Fix = "use a 5.13 or later kernel built with CONFIG_SECURITY_LANDLOCK=y"
 	}
 	return f
+}
+
+// rootFSFeature judges the host's /: the initramfs (rootfs) has no parent
+// mount, which pivot_root needs.
+func rootFSFeature(initramfs bool) Feature {
+	if initramfs {
+		return Feature{Name: nameRootFS, Verdict: OK,
+			Detail: "/ is the initramfs (rootfs), which pivot_root refuses: each jail enters a copy of the tree first, so pivot_root can detach the host's tree"}
+	}
+	return Feature{Name: nameRootFS, Verdict: OK, Detail: "/ is a mounted file system: pivot_root detaches the host's tree"}
 }
 
 // nftablesFeature judges the result of opening a NETLINK_NETFILTER socket.

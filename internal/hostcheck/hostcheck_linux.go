@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jailrt/jail/cgroup"
+	"github.com/jailrt/jail/rootfs"
 )
 
 // probeTimeout bounds the user namespace probe; /bin/true exits in about a
@@ -29,7 +30,8 @@ var probeBinaries = []string{"/bin/true", "/usr/bin/true"}
 
 // Run probes the host for the calling user and returns one Feature per check,
 // in a stable order: kernel, user namespaces, the other namespaces, time
-// namespace, cgroups, seccomp, landlock, nftables, mount API, caller.
+// namespace, cgroups, seccomp, landlock, nftables, mount API, root file
+// system, caller.
 //
 // Run changes nothing on the host. It starts and reaps one short-lived
 // /bin/true in a new user and mount namespace.
@@ -44,6 +46,7 @@ func Run() []Feature {
 		checkLandlock(),
 		checkNftables(),
 		checkMountAPI(),
+		rootFSFeature(rootfs.RootIsInitramfs()),
 		callerFeature(unix.Getuid(), unix.Geteuid()),
 	}
 }

@@ -286,7 +286,7 @@ func TestRun(t *testing.T) {
 	}
 
 	wantNames := []string{nameKernel, nameUserNS, nameNamespaces, nameTimeNS, nameCgroups,
-		nameSeccomp, nameLandlock, nameNftables, nameMountAPI, nameCaller}
+		nameSeccomp, nameLandlock, nameNftables, nameMountAPI, nameRootFS, nameCaller}
 	require.Len(t, features, len(wantNames))
 	byName := map[string]Feature{}
 	for i, f := range features {
@@ -335,4 +335,10 @@ func BenchmarkRun(b *testing.B) {
 	for b.Loop() {
 		Run()
 	}
+}
+
+func TestRootFSFeature(t *testing.T) {
+	assert.Contains(t, rootFSFeature(true).Detail, "initramfs")
+	assert.Contains(t, rootFSFeature(false).Detail, "pivot_root detaches")
+	assert.Equal(t, OK, rootFSFeature(true).Verdict, "handled: each jail enters a copy")
 }
