@@ -56,6 +56,18 @@ var probeOps = map[string]func(arg string) (string, error){
 	"decoy":             probeDecoy,
 }
 
+// The probe makes its calls from the main thread. The jail's PID 1 counts
+// a seccomp kill as the workload's (status seccomp_killed) when the caller
+// is the workload's thread group, but without a mount namespace it sees
+// the host's /proc and can recognise only the main thread; from any other
+// thread the kill would read as the SIGKILL of a child. LockOSThread in an
+// init function runs main on the main thread (see runtime.LockOSThread).
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == "selftest-probe" {
+		runtime.LockOSThread()
+	}
+}
+
 func newSelftestProbeCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:                "selftest-probe OP ARG [OP ARG]...",
