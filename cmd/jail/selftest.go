@@ -299,7 +299,7 @@ func runProbe(ctx context.Context, spec jail.Spec, p selftestProbe, exe, probePa
 	c := jail.Command(ctx, spec, probePath, append([]string{"selftest-probe"}, p.ops...)...)
 	c.Capture = true
 	runErr := c.Run()
-	r := probeRun{name: p.name, res: c.Result, err: runErr}
+	r := probeRun{res: c.Result, err: runErr}
 	for i := 0; i+1 < len(p.ops); i += 2 {
 		r.ops = append(r.ops, p.ops[i]+" "+p.ops[i+1])
 	}
@@ -318,7 +318,6 @@ func runProbe(ctx context.Context, spec jail.Spec, p selftestProbe, exe, probePa
 
 // probeRun is one probe's jail: its report and the probe's answers.
 type probeRun struct {
-	name    string
 	res     *jail.Result
 	err     error    // from Cmd.Run
 	ops     []string // "OP ARG", in order
