@@ -17,12 +17,24 @@ type host struct {
 	mounts      int      // lines of /proc/self/mountinfo
 	jailMounts  []string // mount points or sources that mention jail
 	processes   []string // "PID: CMDLINE" of processes of our jail binary or with our soak marker
-	cgroups     []string // per-run cgroup directories ("jail-*") of our jail binary or of a dead owner
+	cgroups     []string // per-run cgroup directories ("jail-*") of the jails the soak started
 	cgroupTasks int      // processes in those directories
 	ptys        int      // /proc/sys/kernel/pty/nr: ptys in use on the host
+	ptyHolders  []string // "PID (COMM)" of our processes holding a pty (the ptmx or a /dev/pts/N)
 	temp        []string // entries of the temporary directories
 	state       []string // entries of /run/jail; nil when it does not exist
+
+	// Not counted: what other jails (another user of this machine, a
+	// concurrent test suite) have in the same places.
+	otherCgroups, otherStale int      // their groups, and those whose owner is gone
+	otherTemp                []string // entries of this repository's other tools (otherTools)
+	otherPtyHolders          int      // other processes holding a pty
 }
+
+// otherTools are prefixes of what the go tool and this repository's other
+// tests and benchmarks put in /tmp; a concurrent run of them is not a leak
+// of the soak's jails.
+var otherTools = []string{"go-build", "jail-it-", "jail-bench"}
 
 // stateDir is where jail would keep state on the host, if it ever does.
 const stateDir = "/run/jail"
@@ -34,6 +46,9 @@ type observer struct {
 	cgroupDirs []string // where jail makes its per-run groups
 	tempDirs   []string // whose entries are watched
 	skipTemp   []string // our own entries there (the soak's directory, -o)
+	// started says whether the soak started the jail process pid with
+	// this start time: its groups are ours.
+	started func(pid int, start uint64) bool
 }
 
 func (ob *observer) snapshot() host {
@@ -46,18 +61,21 @@ func (ob *observer) snapshot() host {
 		}
 	}
 	h.processes = ob.processes()
-	for _, d := range ob.cgroups() {
-		h.cgroups = append(h.cgroups, d)
-		b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-		h.cgroupTasks += len(strings.Fields(string(b)))
-	}
+	ob.cgroups(&h)
 	b, _ := os.ReadFile("/proc/sys/kernel/pty/nr")
 	h.ptys, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	if h.ptys > 0 {
+		ob.ptyHolders(&h)
+	}
 	for _, d := range ob.tempDirs {
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {
 			p := filepath.Join(d, e.Name())
-			if !slices.Contains(ob.skipTemp, p) && !strings.HasPrefix(e.Name(), "go-build") { // the go tool's, e.g. a concurrent build
+			switch {
+			case slices.Contains(ob.skipTemp, p):
+			case slices.ContainsFunc(otherTools, func(pre string) bool { return strings.HasPrefix(e.Name(), pre) }):
+				h.otherTemp = append(h.otherTemp, p)
+			default:
 				h.temp = append(h.temp, p)
 			}
 		}
@@ -95,6 +113,37 @@ func (ob *observer) processes() []string {
 	return found
 }
 
+// ptyHolders fills in who holds the ptys in use. A pty lives as long as a
+// descriptor of it, so a pty a jail leaked has a jail process holding it,
+// and a pty only other processes hold is theirs (a terminal, a test of
+// another suite).
+func (ob *observer) ptyHolders(h *host) {
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	seen := map[string]bool{}
+	for _, fd := range fds {
+		pid := strings.Split(fd, "/")[2]
+		if seen[pid] {
+			continue
+		}
+		target, _ := os.Readlink(fd)
+		if !strings.Contains(target, "ptmx") && !strings.Contains(target, "pts/") {
+			continue
+		}
+		seen[pid] = true
+		cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		if strings.Contains(string(cmdline), ob.marker) || exeOf(pid) == ob.jail {
+			h.ptyHolders = append(h.ptyHolders, fmt.Sprintf("%s (%s)", pid, procfs.Comm(atoi(pid))))
+		} else {
+			h.otherPtyHolders++
+		}
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
 // exeOf returns the binary process pid runs, without the " (deleted)" the
 // kernel appends when it was replaced.
 func exeOf(pid string) string {
@@ -102,28 +151,34 @@ func exeOf(pid string) string {
 	return strings.TrimSuffix(exe, " (deleted)")
 }
 
-// cgroups lists the per-run groups below our own cgroup in every
-// hierarchy that are ours to count: those whose owner (the jail process
-// named in "jail-<pid>-<start time>-<pidns>-<seq>", see cgroup/name.go) is
-// our jail binary or gone. A live owner that is another binary (another
-// engineer's jail or tests sharing the cgroup) is left out.
-func (ob *observer) cgroups() []string {
-	var ours []string
+// cgroups fills in the per-run groups below our own cgroup in every
+// hierarchy: "jail-<pid>-<start time>-<pidns>-<seq>" (cgroup/name.go),
+// where pid and start time name the jail process that made it. Those of
+// the jails the soak started are ours; the others (another engineer's
+// jails, a test suite sharing the hierarchy) are only counted.
+func (ob *observer) cgroups(h *host) {
 	for _, parent := range ob.cgroupDirs {
 		m, _ := filepath.Glob(filepath.Join(parent, "jail-*"))
 		for _, d := range m {
 			f := strings.Split(strings.TrimPrefix(filepath.Base(d), "jail-"), "-")
+			var pid int
+			var start uint64
 			if len(f) == 4 {
-				pid, _ := strconv.Atoi(f[0])
-				start, _ := strconv.ParseUint(f[1], 10, 64)
-				if st, ok := procfs.ReadStat(pid); ok && st.StartTime == start && exeOf(f[0]) != ob.jail {
-					continue
-				}
+				pid, _ = strconv.Atoi(f[0])
+				start, _ = strconv.ParseUint(f[1], 10, 64)
 			}
-			ours = append(ours, d)
+			if ob.started == nil || !ob.started(pid, start) {
+				h.otherCgroups++
+				if st, ok := procfs.ReadStat(pid); !ok || st.StartTime != start {
+					h.otherStale++
+				}
+				continue
+			}
+			h.cgroups = append(h.cgroups, d)
+			b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			h.cgroupTasks += len(strings.Fields(string(b)))
 		}
 	}
-	return ours
 }
 
 // ownCgroupDirs returns this process's cgroup directory in each hierarchy,
@@ -174,8 +229,10 @@ func leaks(before, after host) []string {
 	if d := after.cgroupTasks - before.cgroupTasks; d > 0 {
 		out = append(out, fmt.Sprintf("%d processes in left cgroups", d))
 	}
-	if d := after.ptys - before.ptys; d > 0 {
-		out = append(out, fmt.Sprintf("%d more ptys in use (/proc/sys/kernel/pty/nr %d -> %d)", d, before.ptys, after.ptys))
+	// More ptys in use is a leak when a process of ours holds one, or no
+	// process is found holding them; not when only others hold theirs.
+	if d := after.ptys - before.ptys; d > 0 && (len(after.ptyHolders) > 0 || after.otherPtyHolders == 0) {
+		out = append(out, fmt.Sprintf("%d more ptys in use (/proc/sys/kernel/pty/nr %d -> %d), held by %v", d, before.ptys, after.ptys, after.ptyHolders))
 	}
 	return out
 }

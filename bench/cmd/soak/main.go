@@ -145,6 +145,7 @@ func run(args []string, stdout, stderr io.Writer) (pass bool, retErr error) {
 		cgroupDirs: ownCgroupDirs(),
 		settle:     c.settle,
 		pidNS:      pidNS,
+		started:    map[[2]uint64]bool{},
 	}
 	tempDirs := []string{"/tmp", privateTmp}
 	if d := os.TempDir(); !slices.Contains(tempDirs, d) {
@@ -156,6 +157,7 @@ func run(args []string, stdout, stderr io.Writer) (pass bool, retErr error) {
 		cgroupDirs: r.cgroupDirs,
 		tempDirs:   tempDirs,
 		skipTemp:   []string{privateTmp, c.outDir},
+		started:    r.wasStarted,
 	}
 	header(stdout, c, jailPath, r.cgroupDirs)
 
@@ -193,6 +195,13 @@ func run(args []string, stdout, stderr io.Writer) (pass bool, retErr error) {
 	// it the settle time.
 	afterRuns := ob.snapshot()
 	for deadline := time.Now().Add(c.settle); len(afterRuns.processes) > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		afterRuns = ob.snapshot()
+	}
+	// `jail check --clean` removes every stale group below our cgroups,
+	// other jails' too. Give theirs the settle time to be cleaned by their
+	// own users first (a test suite that kills a jail runs --clean itself).
+	for deadline := time.Now().Add(c.settle); afterRuns.otherStale > 0 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 		afterRuns = ob.snapshot()
 	}
@@ -542,8 +551,12 @@ func figures(w io.Writer, c config, outs, warm []outcome, soakTime, total time.D
 	row("jail processes", func(h host) string { return strconv.Itoa(len(h.processes)) })
 	row("jail cgroup directories", func(h host) string { return strconv.Itoa(len(h.cgroups)) })
 	row("processes in them", func(h host) string { return strconv.Itoa(h.cgroupTasks) })
-	row("ptys (/proc/sys/kernel/pty/nr)", func(h host) string { return strconv.Itoa(h.ptys) })
+	row("other jails' cgroup directories (not counted)", func(h host) string { return fmt.Sprintf("%d (%d stale)", h.otherCgroups, h.otherStale) })
+	row("ptys (/proc/sys/kernel/pty/nr)", func(h host) string {
+		return fmt.Sprintf("%d (%d other holders)", h.ptys, h.otherPtyHolders)
+	})
 	row("temp entries", func(h host) string { return strconv.Itoa(len(h.temp)) })
+	row("other tools' temp entries (not counted)", func(h host) string { return strconv.Itoa(len(h.otherTemp)) })
 	row(stateDir+" entries", func(h host) string {
 		if h.state == nil {
 			return "absent"
@@ -551,8 +564,16 @@ func figures(w io.Writer, c config, outs, warm []outcome, soakTime, total time.D
 		return strconv.Itoa(len(h.state))
 	})
 	tw.Flush()
-	removed := strings.Count(string(cleanOut), "removed ")
-	fmt.Fprintf(w, "jail check --clean: removed %d directories", removed)
+	var removed, removedOthers int
+	for _, line := range strings.Split(string(cleanOut), "\n") {
+		if d, ok := strings.CutPrefix(line, "removed "); ok {
+			removed++
+			if !slices.Contains(afterRuns.cgroups, d) {
+				removedOthers++
+			}
+		}
+	}
+	fmt.Fprintf(w, "jail check --clean: removed %d directories (%d of other jails)", removed, removedOthers)
 	if cleanErr != nil {
 		fmt.Fprintf(w, ", and failed: %v: %s", cleanErr, strings.TrimSpace(string(cleanOut)))
 	}

@@ -104,6 +104,17 @@ type runner struct {
 	cgroupDirs []string // this process's cgroup in each hierarchy, where jail makes its groups
 	settle     time.Duration
 	pidNS      string // our pid namespace, to tell the jail's init from other children
+
+	mu      sync.Mutex
+	started map[[2]uint64]bool // pid and start time of every jail process started
+}
+
+// wasStarted says whether the soak started the process pid with this
+// start time.
+func (r *runner) wasStarted(pid int, start uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started[[2]uint64{uint64(pid), start}]
 }
 
 // do runs one plan: starts `jail run`, tracks its stages (when it is to
@@ -147,6 +158,9 @@ func (r *runner) do(p plan, trackEvery time.Duration) outcome {
 	// reused (pid_max is 32768 here), start times tell them apart. Read
 	// while the process exists (it stays until reaped).
 	jailStart, _ := procfs.ReadStat(jailPID)
+	r.mu.Lock()
+	r.started[[2]uint64{uint64(jailPID), jailStart.StartTime}] = true
+	r.mu.Unlock()
 
 	t := &tracker{jailPID: jailPID, pidNS: r.pidNS}
 	done := make(chan struct{})
