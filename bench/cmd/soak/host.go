@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/jailrt/jail/bench/internal/procfs"
 )
@@ -206,35 +207,77 @@ func ownCgroupDirs() []string {
 	return dirs
 }
 
+// leak is one thing the runs left on the host.
+type leak struct {
+	kind string // one of the leak kinds below
+	what string
+}
+
+func (l leak) String() string { return l.kind + ": " + l.what }
+
+// Leak kinds.
+const (
+	leakMount   = "mount"
+	leakProcess = "process"
+	leakCgroup  = "cgroup"
+	leakPty     = "pty"
+	leakTemp    = "temp file"
+	leakState   = "state"
+)
+
 // leaks lists what after holds that before did not.
-func leaks(before, after host) []string {
-	var out []string
+func leaks(before, after host) []leak {
+	var out []leak
 	if d := after.mounts - before.mounts; d > 0 {
-		out = append(out, fmt.Sprintf("%d more mounts in the host's mount namespace", d))
+		out = append(out, leak{leakMount, fmt.Sprintf("%d more mounts in the mount namespace jail ran in", d)})
 	}
 	for _, s := range []struct {
-		what          string
+		kind          string
 		before, after []string
 	}{
-		{"mount mentioning jail", before.jailMounts, after.jailMounts},
-		{"process", before.processes, after.processes},
-		{"cgroup", before.cgroups, after.cgroups},
-		{"temp file", before.temp, after.temp},
-		{"state", before.state, after.state},
+		{leakMount, before.jailMounts, after.jailMounts},
+		{leakProcess, before.processes, after.processes},
+		{leakCgroup, before.cgroups, after.cgroups},
+		{leakTemp, before.temp, after.temp},
+		{leakState, before.state, after.state},
 	} {
 		for _, x := range added(s.before, s.after) {
-			out = append(out, s.what+": "+x)
+			if s.kind == leakTemp {
+				x += describe(x)
+			}
+			out = append(out, leak{s.kind, x})
 		}
 	}
 	if d := after.cgroupTasks - before.cgroupTasks; d > 0 {
-		out = append(out, fmt.Sprintf("%d processes in left cgroups", d))
+		out = append(out, leak{leakProcess, fmt.Sprintf("%d processes in the left cgroups", d)})
 	}
 	// More ptys in use is a leak when a process of ours holds one, or no
 	// process is found holding them; not when only others hold theirs.
 	if d := after.ptys - before.ptys; d > 0 && (len(after.ptyHolders) > 0 || after.otherPtyHolders == 0) {
-		out = append(out, fmt.Sprintf("%d more ptys in use (/proc/sys/kernel/pty/nr %d -> %d), held by %v", d, before.ptys, after.ptys, after.ptyHolders))
+		out = append(out, leak{leakPty, fmt.Sprintf("%d more in use (/proc/sys/kernel/pty/nr %d -> %d), held by %v", d, before.ptys, after.ptys, after.ptyHolders)})
 	}
 	return out
+}
+
+// describe says who owns path and when it changed last, to tell a file of
+// another user of the machine from one a jail left.
+func describe(path string) string {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return " (gone)"
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st == nil {
+		return ""
+	}
+	kind := "file"
+	switch {
+	case fi.IsDir():
+		kind = "directory"
+	case fi.Mode()&os.ModeSymlink != 0:
+		kind = "symlink"
+	}
+	return fmt.Sprintf(" (%s, uid %d, modified %s UTC)", kind, st.Uid, fi.ModTime().UTC().Format("15:04:05.000"))
 }
 
 func added(before, after []string) []string {
