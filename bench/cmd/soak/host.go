@@ -28,7 +28,7 @@ type host struct {
 	// Not counted: what other jails (another user of this machine, a
 	// concurrent test suite) have in the same places.
 	otherCgroups, otherStale int      // their groups, and those whose owner is gone
-	otherTemp                []string // entries of this repository's other tools (otherTools)
+	otherTemp                []string // entries of this repository's other tools (otherTools) or of other users
 	otherPtyHolders          int      // other processes holding a pty
 }
 
@@ -50,6 +50,10 @@ type observer struct {
 	// started says whether the soak started the jail process pid with
 	// this start time: its groups are ours.
 	started func(pid int, start uint64) bool
+	// uids that can own a file our jails create on the host: ours (the
+	// jail process) and, run as root, 65534, which jail maps the jail's
+	// ids to. An entry of another owner is another user's.
+	uids []uint32
 }
 
 func (ob *observer) snapshot() host {
@@ -74,7 +78,8 @@ func (ob *observer) snapshot() host {
 			p := filepath.Join(d, e.Name())
 			switch {
 			case slices.Contains(ob.skipTemp, p):
-			case slices.ContainsFunc(otherTools, func(pre string) bool { return strings.HasPrefix(e.Name(), pre) }):
+			case slices.ContainsFunc(otherTools, func(pre string) bool { return strings.HasPrefix(e.Name(), pre) }),
+				!slices.Contains(ob.uids, ownerOf(p)):
 				h.otherTemp = append(h.otherTemp, p)
 			default:
 				h.temp = append(h.temp, p)
@@ -257,6 +262,19 @@ func leaks(before, after host) []leak {
 		out = append(out, leak{leakPty, fmt.Sprintf("%d more in use (/proc/sys/kernel/pty/nr %d -> %d), held by %v", d, before.ptys, after.ptys, after.ptyHolders)})
 	}
 	return out
+}
+
+// ownerOf returns the uid that owns path, or the largest uid when it is
+// gone.
+func ownerOf(path string) uint32 {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return ^uint32(0)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Uid
+	}
+	return ^uint32(0)
 }
 
 // describe says who owns path and when it changed last, to tell a file of

@@ -158,6 +158,10 @@ func run(args []string, stdout, stderr io.Writer) (pass bool, retErr error) {
 		tempDirs:   tempDirs,
 		skipTemp:   []string{privateTmp, c.outDir},
 		started:    r.wasStarted,
+		uids:       []uint32{uint32(os.Geteuid())},
+	}
+	if os.Geteuid() == 0 {
+		ob.uids = append(ob.uids, 65534)
 	}
 	header(stdout, c, jailPath, r.cgroupDirs)
 
@@ -563,7 +567,7 @@ func figures(w io.Writer, c config, outs, warm []outcome, soakTime, total time.D
 		return fmt.Sprintf("%d (%d other holders)", h.ptys, h.otherPtyHolders)
 	})
 	row("temp entries", func(h host) string { return strconv.Itoa(len(h.temp)) })
-	row("other tools' temp entries (not counted)", func(h host) string { return strconv.Itoa(len(h.otherTemp)) })
+	row("other tools' and users' temp entries (not counted)", func(h host) string { return strconv.Itoa(len(h.otherTemp)) })
 	row(stateDir+" entries", func(h host) string {
 		if h.state == nil {
 			return "absent"
