@@ -16,16 +16,32 @@
 //
 //	soak -jail ./jail -n 10000 -j 8 -kill 0.1 -o /tmp/soak-out
 //
-// The kill delays come from a warm-up (-warmup runs, not killed) that
-// measures, under the same load, when the jail's init appears and when the
-// workload has exec'd: 20 % of the kills fall in the first millisecond,
-// 30 % between then and the workload's exec, 25 % while the workload
-// sleeps, and 25 % from its expected end to the jail's expected exit. The
-// phase a kill hit is what a tracker saw in /proc just before the kill (the
-// jail's child in a new pid namespace, that child's child and whether it
-// has exec'd, whether jail had begun its report), not the delay. A kill
+// The kill delays are drawn from four windows. 20 % fall in the first
+// millisecond after the start (the Go runtime's start, before any clone)
+// and 30 % between then and the workload's usual exec, as measured by a
+// warm-up (-warmup runs, not killed, under the same load); 25 % fall while
+// the workload sleeps and 25 % over jail's usual teardown after it, both
+// counted from the moment the tracker saw that run's workload exec, so
+// that they hit the run's end whatever the load did to its set-up. The
+// phase a kill hit is what the tracker saw in /proc just before the kill
+// (a child of jail in a new pid namespace, that child's child and whether
+// it has exec'd, whether jail has begun its report), not the delay. A kill
 // that comes after jail has exited by itself is counted as late, and that
 // run is checked like any other.
+//
+// A leak is, against a snapshot before the first run: more lines in
+// /proc/self/mountinfo, or one that mentions jail; a process of this jail
+// binary or with this soak's marker in its command line; a cgroup
+// directory of a jail process the soak started (its name holds the pid and
+// start time); a pty held by such a process; a new entry in /tmp, $TMPDIR
+// or the TMPDIR the soak gives jail, owned by a uid the jails run as and
+// still there -settle after the runs (the go tool's and this repository's
+// tests' entries, go-build*, jail-it-*, jail-bench*, are not counted); a
+// new entry in /run/jail. Before `jail check --clean`, processes and mounts
+// must already be gone; the killed jails' cgroups are counted, and removed
+// by it. Other jails sharing the cgroup hierarchies are left out of the
+// counts, but --clean removes their stale groups too, so the soak first
+// gives their owners -settle to do it.
 //
 // It prints figures and a verdict. It is not a timed test: the exit status
 // is 1 on a leak or a wrong report (or when interrupted), 2 on bad flags or
@@ -110,7 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-func run(args []string, stdout, stderr io.Writer) (pass bool, retErr error) {
+func run(args []string, stdout, stderr io.Writer) (pass bool, err error) {
 	c, err := parseFlags(args, stderr)
 	if err != nil {
 		return false, err
