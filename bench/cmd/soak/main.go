@@ -56,6 +56,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -199,6 +200,7 @@ func run(args []string, stdout, stderr io.Writer) (pass bool, err error) {
 		len(warmOut), ms(tl.init), ms(tl.exec), ms(tl.tail), ms(tl.teardown))
 
 	plans := makePlans(c, ob.marker, tl)
+	r.timeline, r.fixedDelay = tl, c.delay
 	soakBegan := time.Now()
 	var finished atomic.Int64
 	step := max(c.runs/10, 1)
@@ -298,8 +300,27 @@ func loadavg() string {
 }
 
 // all runs the plans, inFlight at a time, until ctx is done; it returns
-// the outcomes of the runs that ran, in index order.
+// the outcomes of the runs that ran, in index order. A kill that came late
+// (the jail had exited by itself) is carried over to the next run to start
+// that has none, with the same window and place in it, so that the share
+// of killed runs stays what -kill says.
 func (r *runner) all(ctx context.Context, plans []plan, inFlight int, trackEvery time.Duration, finished func(*outcome)) []outcome {
+	var (
+		mu   sync.Mutex
+		owed []plan // late kills not carried over yet
+	)
+	carry := func(p plan) plan {
+		mu.Lock()
+		defer mu.Unlock()
+		if p.kill || len(owed) == 0 {
+			return p
+		}
+		k := owed[0]
+		owed = owed[1:]
+		p.setKill(k.window, k.u, r.timeline, r.fixedDelay)
+		p.carriedFrom = k.id
+		return p
+	}
 	outs := make([]*outcome, len(plans))
 	next := make(chan int)
 	go func() {
@@ -316,7 +337,12 @@ func (r *runner) all(ctx context.Context, plans []plan, inFlight int, trackEvery
 	for range inFlight {
 		wg.Go(func() {
 			for i := range next {
-				o := r.do(plans[i], trackEvery)
+				o := r.do(carry(plans[i]), trackEvery)
+				if o.killed == killLate {
+					mu.Lock()
+					owed = append(owed, o.plan)
+					mu.Unlock()
+				}
 				outs[i] = &o
 				if finished != nil {
 					finished(&o)
@@ -382,29 +408,31 @@ var windows = []struct {
 	{"end", 0.25},      // from the workload's exec: after its sleep, until jail's usual exit and a little after
 }
 
-// makePlans draws every run's plan from the seed. The draws do not depend
-// on the timeline, so one seed gives the same runs, windows and relative
-// positions on any machine; the delays scale with the measured timeline.
+// makePlans draws every run's plan from the seed: exactly -kill of the
+// runs are killed (rounded), each in a window drawn by the windows'
+// shares. The draws do not depend on the timeline, so one seed gives the
+// same runs, windows and places in them on any machine; the delays scale
+// with the measured timeline.
 func makePlans(c config, marker string, tl measured) []plan {
 	rng := rand.New(rand.NewPCG(c.seed, c.seed^0x9e3779b97f4a7c15))
+	toKill := map[int]bool{}
+	for _, i := range rng.Perm(c.runs)[:int(math.Round(float64(c.runs)*c.killFraction))] {
+		toKill[i] = true
+	}
 	plans := make([]plan, c.runs)
 	for i := range plans {
 		p := plan{id: strconv.Itoa(i), marker: marker + strconv.Itoa(i), sleep: time.Duration(rng.IntN(46)) * time.Millisecond}
-		p.kill = rng.Float64() < c.killFraction
 		w, u := rng.Float64(), rng.Float64()
-		if p.kill {
+		if toKill[i] {
+			window := windows[len(windows)-1].name
 			for _, win := range windows {
-				if p.window = win.name; w < win.share {
+				if w < win.share {
+					window = win.name
 					break
 				}
 				w -= win.share
 			}
-			lo, hi := killWindow(p.window, p.sleep, tl)
-			p.delay = lo + time.Duration(u*float64(hi-lo))
-			p.fromExec = p.window == "workload" || p.window == "end"
-			if c.delay > 0 {
-				p.window, p.delay, p.fromExec = "fixed", c.delay, false
-			}
+			p.setKill(window, u, tl, c.delay)
 		}
 		plans[i] = p
 	}
@@ -434,7 +462,7 @@ func writeCSV(path string, outs []outcome) error {
 		return fmt.Errorf("-o: %w", err)
 	}
 	w := csv.NewWriter(f)
-	w.Write([]string{"run", "sleep_ms", "kill_window", "kill_delay_ms", "kill_delay_from", "killed", "killed_at_ms", "phase", "init_seen_ms", "exec_seen_ms", "wall_ms", "status", "init_outlived_ms", "left_cgroups", "result"})
+	w.Write([]string{"run", "sleep_ms", "kill_window", "kill_delay_ms", "kill_delay_from", "kill_carried_from", "killed", "killed_at_ms", "phase", "init_seen_ms", "exec_seen_ms", "wall_ms", "status", "init_outlived_ms", "left_cgroups", "result"})
 	for _, o := range outs {
 		result := "ok"
 		if len(o.failures) > 0 {
@@ -447,7 +475,7 @@ func writeCSV(path string, outs []outcome) error {
 		w.Write([]string{
 			o.id,
 			strconv.FormatInt(o.sleep.Milliseconds(), 10),
-			o.window, fmtMS(o.delay, o.kill), from(o.plan), o.killed, fmtMS(o.killedAt, o.killed != notKilled && o.killedAt > 0), o.phase,
+			o.window, fmtMS(o.delay, o.kill), from(o.plan), o.carriedFrom, o.killed, fmtMS(o.killedAt, o.killed != notKilled && o.killedAt > 0), o.phase,
 			fmtMS(o.timeline.init, o.timeline.init > 0), fmtMS(o.timeline.exec, o.timeline.exec > 0),
 			fmtMS(o.wall, true), o.status, fmtMS(o.initOutlived, o.killed == killed), strconv.Itoa(o.leftCgroups), result,
 		})
@@ -483,6 +511,7 @@ func figures(w io.Writer, c config, outs, warm []outcome, soakTime, total time.D
 	var (
 		byPhase                = map[string][]float64{} // kill times, ms
 		late, planned, checked int
+		carried                int
 		failedRuns             int
 		byReason               = map[string]int{}
 		walls                  []float64
@@ -493,6 +522,9 @@ func figures(w io.Writer, c config, outs, warm []outcome, soakTime, total time.D
 	for _, o := range append(slices.Clone(outs), warm...) {
 		if o.kill {
 			planned++
+		}
+		if o.carriedFrom != "" {
+			carried++
 		}
 		switch o.killed {
 		case killed:
@@ -530,8 +562,7 @@ func figures(w io.Writer, c config, outs, warm []outcome, soakTime, total time.D
 	fmt.Fprintln(w, "== figures ==")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "runs\t%d (+%d warm-up), %d in flight\n", len(outs), len(warm), c.inFlight)
-	fmt.Fprintf(tw, "killed\t%d of %d planned (%.1f%% of the runs); %d kills late (jail had exited; checked as normal runs)\n",
-		nKilled, planned, 100*float64(nKilled)/float64(max(len(outs), 1)), late)
+	fmt.Fprintf(tw, "killed\t%d (%.1f%% of the runs), by phase:\n", nKilled, 100*float64(nKilled)/float64(max(len(outs), 1)))
 	for _, ph := range phases {
 		ks := byPhase[ph]
 		if len(ks) == 0 {
@@ -540,6 +571,8 @@ func figures(w io.Writer, c config, outs, warm []outcome, soakTime, total time.D
 		}
 		fmt.Fprintf(tw, "  %s\t%d, killed at %.1f-%.1f ms (median %.1f)\n", ph, len(ks), stats.Quantile(ks, 0), stats.Quantile(ks, 1), stats.Quantile(ks, 0.5))
 	}
+	fmt.Fprintf(tw, "kills\t%d drawn from the seed; %d came late (jail had exited by itself: that run is checked as any other, and its kill carried over to the next run to start), %d carried over, %d still owed at the end\n",
+		planned-carried, late, carried, late-carried)
 	fmt.Fprintf(tw, "checked\t%d runs not killed (warm-up included), %d with a wrong report or a leak of their own\n", checked, failedRuns-countKilled(failed))
 	fmt.Fprintf(tw, "failures\t%d runs", failedRuns)
 	reasons := make([]string, 0, len(byReason))

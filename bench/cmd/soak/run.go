@@ -27,11 +27,28 @@ type plan struct {
 	sleep  time.Duration // the workload's sleep
 	kill   bool
 	window string        // the kill window the delay was drawn from
+	u      float64       // where in the window, from 0 to 1
 	delay  time.Duration // when to send SIGKILL: after the start of `jail run`, or with fromExec after the workload's exec
 	// fromExec counts the delay from when the tracker saw the workload
 	// exec, so that kills meant for the workload's run or its end hit
 	// them whatever the load did to the set-up before.
 	fromExec bool
+	// carriedFrom is the run whose kill came late (its jail had exited)
+	// and was carried over to this one.
+	carriedFrom string
+}
+
+// setKill makes p kill its jail at the fraction u of window, or at the
+// fixed delay when it is not 0.
+func (p *plan) setKill(window string, u float64, tl measured, fixed time.Duration) {
+	p.kill, p.window, p.u = true, window, u
+	if fixed > 0 {
+		p.window, p.delay, p.fromExec = "fixed", fixed, false
+		return
+	}
+	lo, hi := killWindow(window, p.sleep, tl)
+	p.delay = lo + time.Duration(u*float64(hi-lo))
+	p.fromExec = window == "workload" || window == "end"
 }
 
 // script is the workload: cheap, but it writes, reads a device, pipes and
@@ -103,7 +120,9 @@ type runner struct {
 	env        []string // jail's environment: ours, with TMPDIR in the soak's own directory
 	cgroupDirs []string // this process's cgroup in each hierarchy, where jail makes its groups
 	settle     time.Duration
-	pidNS      string // our pid namespace, to tell the jail's init from other children
+	pidNS      string        // our pid namespace, to tell the jail's init from other children
+	timeline   measured      // from the warm-up: for kills carried over
+	fixedDelay time.Duration // -delay
 
 	mu      sync.Mutex
 	started map[[2]uint64]bool // pid and start time of every jail process started

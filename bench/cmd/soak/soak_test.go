@@ -61,7 +61,7 @@ func TestMakePlans(t *testing.T) {
 			t.Error("got two different plans from one seed")
 		}
 	})
-	t.Run("about the kill fraction, every window", func(t *testing.T) {
+	t.Run("exactly the kill fraction, every window", func(t *testing.T) {
 		perWindow := map[string]int{}
 		kills := 0
 		for _, p := range plans {
@@ -70,8 +70,8 @@ func TestMakePlans(t *testing.T) {
 				perWindow[p.window]++
 			}
 		}
-		if kills < 320 || kills > 480 {
-			t.Errorf("got %d kills of 4000, want about 400", kills)
+		if kills != 400 {
+			t.Errorf("got %d kills of 4000, want 400", kills)
 		}
 		for _, w := range windows {
 			if perWindow[w.name] == 0 {
