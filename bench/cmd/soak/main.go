@@ -594,7 +594,14 @@ func figures(w io.Writer, c config, outs, warm []outcome, soakTime, total time.D
 	} else {
 		fmt.Fprintf(tw, "init after kill\tgone by the time its jail was reaped in every killed run\n")
 	}
-	fmt.Fprintf(tw, "killed runs' cgroups\t%d runs left %d directories for jail check --clean\n", leftRuns, leftDirs)
+	fmt.Fprintf(tw, "killed runs' cgroups\t%d runs left %d directories for jail check --clean (seen right after each kill)", leftRuns, leftDirs)
+	if n := len(afterRuns.cgroups); n < leftDirs {
+		// Only cgroup.Prune (`jail check --clean`, or the cgroup package's
+		// tests) removes a dead jail's groups, and it prunes those of every
+		// jail in the hierarchies it shares with ours.
+		fmt.Fprintf(tw, "; %d still there after the runs: %d removed meanwhile by another process (a jail check --clean sharing the hierarchy)", n, leftDirs-n)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "time\t%.1f s for the runs (%.1f runs/s), %.1f s in all\n", soakTime.Seconds(), float64(len(outs))/soakTime.Seconds(), total.Seconds())
 	fmt.Fprintf(tw, "wall, correct runs\tmedian %.1f ms, p99 %.1f ms, max %.1f ms (%d runs, jail's start to its reaping)\n",
 		stats.Quantile(walls, 0.5), stats.Quantile(walls, 0.99), stats.Quantile(walls, 1), len(walls))
