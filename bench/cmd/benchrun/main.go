@@ -34,10 +34,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -45,6 +43,9 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jailrt/jail/bench/internal/procfs"
+	"github.com/jailrt/jail/bench/internal/stats"
 )
 
 func main() {
@@ -261,11 +262,11 @@ func report(w io.Writer, cs []*contender, baseline *contender) {
 			for r := range n {
 				rs[r] = float64(c.wall[r]) / float64(baseline.wall[r])
 			}
-			ratio = fmt.Sprintf("%.2fx", quantile(rs, 0.5))
+			ratio = fmt.Sprintf("%.2fx", stats.Quantile(rs, 0.5))
 		}
 		ms := toMS(c.wall)
 		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%d\t\n", c.name,
-			quantile(ms, 0.5), quantile(ms, 0.1), quantile(ms, 0.9), quantile(toMS(c.cpu), 0.5), ratio, len(c.wall))
+			stats.Quantile(ms, 0.5), stats.Quantile(ms, 0.1), stats.Quantile(ms, 0.9), stats.Quantile(toMS(c.cpu), 0.5), ratio, len(c.wall))
 	}
 	tw.Flush()
 }
@@ -276,20 +277,6 @@ func toMS(ds []time.Duration) []float64 {
 		out[i] = float64(d) / 1e6
 	}
 	return out
-}
-
-// quantile returns the q-quantile of xs by linear interpolation between the
-// closest ranks (type 7, as R's and NumPy's default).
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	pos := q * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(s)-1)
-	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
 }
 
 // memory is one reading of /proc/PID/smaps_rollup, in KiB.
@@ -315,7 +302,7 @@ func runPSS(argv []string, runs int, settle time.Duration, stdout, stderr io.Wri
 		for i, s := range samples {
 			xs[i] = float64(f(s))
 		}
-		return quantile(xs, 0.5)
+		return stats.Quantile(xs, 0.5)
 	}
 	fmt.Fprintf(stdout, "PSS of `%s`, median of %d runs, read %s after the workload started (KiB)\n", strings.Join(argv, " "), runs, settle)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -367,13 +354,13 @@ func readJail(parent int, settle time.Duration) (pssSample, error) {
 			return pssSample{}, fmt.Errorf("no jail:init child with a running workload under pid %d after 5s", parent)
 		}
 		if init == 0 {
-			for _, c := range children(parent) {
-				if comm(c) == "jail:init" {
+			for _, c := range procfs.Children(parent) {
+				if procfs.Comm(c) == "jail:init" {
 					init = c
 				}
 			}
 		}
-		if init != 0 && len(children(init)) > 0 {
+		if init != 0 && len(procfs.Children(init)) > 0 {
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -388,47 +375,6 @@ func readJail(parent int, settle time.Duration) (pssSample, error) {
 		return s, err
 	}
 	return s, nil
-}
-
-// children lists pid's children from /proc/PID/task/*/children
-// (CONFIG_PROC_CHILDREN), or by scanning every /proc/N/stat for the parent
-// pid when the kernel lacks it.
-func children(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	if len(tasks) > 0 {
-		for _, t := range tasks {
-			b, _ := os.ReadFile(t)
-			for _, f := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(f); err == nil {
-					out = append(out, n)
-				}
-			}
-		}
-		return out
-	}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may hold blanks and parentheses.
-		_, rest, _ := bytes.Cut(b, []byte(") "))
-		if f := strings.Fields(string(rest)); len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func comm(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return strings.TrimSpace(string(b))
 }
 
 // rollup reads /proc/PID/smaps_rollup (Linux 4.14).

@@ -1,0 +1,37 @@
+package procfs
+
+import (
+	"os"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stat string
+		want Stat
+		ok   bool
+	}{
+		{"plain", "42 (sleep) S 7 42 7 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 0 12345 2265088 128", Stat{'S', 7, 12345}, true},
+		{"comm with blanks and parentheses", "9 (a) b (c) Z 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0", Stat{'Z', 1, 777}, true},
+		{"truncated", "9 (x) S 1 9", Stat{}, false},
+		{"no parenthesis", "garbage", Stat{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := ParseStat([]byte(tc.stat))
+			if ok != tc.ok || got != tc.want {
+				t.Errorf("got %+v, %v, want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestReadStatSelf(t *testing.T) {
+	st, ok := ReadStat(os.Getpid())
+	if !ok {
+		t.Fatal("got no stat for this process")
+	}
+	if st.PPID != os.Getppid() {
+		t.Errorf("got ppid %d, want %d", st.PPID, os.Getppid())
+	}
+}
