@@ -153,7 +153,7 @@ func FromMounts(root nsexec.Mount, ops []nsexec.Mount) []Rule {
 		case m.Kind == nsexec.OpWriteFile:
 			grant(m.Target, ReadFile)
 			files[m.Target] = true
-		case m.Kind == nsexec.OpFS && m.FSType == "proc":
+		case m.Target == "/proc" && (m.Kind == nsexec.OpFS || m.Kind == nsexec.OpBind): // its own, or the host's (no PID namespace)
 			grant(m.Target, read|WriteFile|Truncate) // /proc/self/oom_score_adj, comm...
 		case m.Kind == nsexec.OpFS && m.FSType == "devpts":
 			grant(m.Target, read|WriteFile|Truncate|IoctlDev)

@@ -44,6 +44,7 @@ func TestFromMountsGolden(t *testing.T) {
 			{Type: mounts.Tmpfs, Target: "/scratch"},
 		}, FileSources: map[string]bool{"/srv/in.txt": true}}},
 		{"rootfs-dir", rootfs.Config{Dir: "/srv/rootfs", UID: 1000, GID: 1000, Hostname: "jail"}},
+		{"host-proc", rootfs.Config{UID: 1000, GID: 1000, Hostname: "jail", HostProc: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := rootfs.Build(tc.c, debianHost())
