@@ -22,7 +22,7 @@ type selftestRow struct {
 
 // selftestProbes are the rows of `jail selftest`, in order.
 var selftestProbes = []string{
-	"host_file_read", "host_file_write", "host_pids", "capabilities", "seccomp_mode", "isolation",
+	"host_file_read", "host_file_write", "host_pids", "capabilities", "seccomp_mode", "isolation", "landlock",
 	"userns_nesting", "mount", "ptrace_pid1", "network_reach", "network_interfaces", "proc_masks",
 	"memory_limit", "pids_limit", "timeout",
 }
@@ -64,7 +64,7 @@ func TestSelftestStrict(t *testing.T) {
 		}
 		assert.Regexp(t, `^`+want+`\s+`+name+`\s+\S`, lines[i+1])
 	}
-	assert.Equal(t, "13 passed, 0 failed, 0 warned, 2 skipped; this proves only what the probes try", lines[len(lines)-1])
+	assert.Equal(t, "14 passed, 0 failed, 0 warned, 2 skipped; this proves only what the probes try", lines[len(lines)-1])
 }
 
 // TestSelftestJSON: --json is one array with a verdict and a detail per
@@ -141,7 +141,7 @@ func TestSelftestWeakened(t *testing.T) {
 			"network_reach": "fail", "network_interfaces": "warn", "seccomp_mode": "warn", "userns_nesting": "fail", "isolation": "warn",
 		}},
 		{"no pidns", []string{"--no-pidns"}, map[string]string{"host_pids": "fail", "isolation": "warn"}},
-		{"no mountns", []string{"--no-mountns"}, map[string]string{"host_file_read": "fail", "host_pids": "fail", "isolation": "warn"}},
+		{"no mountns", []string{"--no-mountns"}, map[string]string{"host_file_read": "fail", "host_pids": "fail", "isolation": "warn", "landlock": "warn"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -624,7 +624,7 @@ func judgeStatus(r probeRun, spec jail.Spec) []selftestRow {
 		if !ok {
 			_, _, err = r.call("read /proc/self/status")
 		}
-		return []selftestRow{refusedRow("capabilities", nil, err), refusedRow("seccomp_mode", nil, err), isolationRow(r.res, spec)}
+		return []selftestRow{refusedRow("capabilities", nil, err), refusedRow("seccomp_mode", nil, err), isolationRow(r.res, spec), landlockRow(r.res)}
 	}
 	caps := selftestRow{Name: "capabilities", Result: verdictPass, Detail: "CapInh CapPrm CapEff CapBnd CapAmb empty; NoNewPrivs 1"}
 	var held []string
@@ -650,7 +650,27 @@ func judgeStatus(r probeRun, spec jail.Spec) []selftestRow {
 	default:
 		sc.Result, sc.Detail = verdictFail, "Seccomp "+mode+", but the report says policy "+policy
 	}
-	return []selftestRow{caps, sc, isolationRow(r.res, spec)}
+	return []selftestRow{caps, sc, isolationRow(r.res, spec), landlockRow(r.res)}
+}
+
+// landlockRow says what the report had of the second wall: a warning when
+// it lacks what `--landlock require` asks for (ABI 6: files and the signal
+// and abstract socket scopes), and in any case what this kernel (or the
+// profile) left out.
+func landlockRow(res *jail.Result) selftestRow {
+	ll := res.Isolation.Landlock
+	row := selftestRow{Name: "landlock", Result: verdictPass,
+		Detail: fmt.Sprintf("ABI %d: %s", ll.ABI, strings.Join(ll.Enforced, ", "))}
+	if ll.ABI < 6 {
+		row.Result = verdictWarn
+	}
+	if ll.ABI == 0 {
+		row.Detail = "not in force"
+	}
+	if len(ll.Missing) > 0 {
+		row.Detail += "; missing: " + strings.Join(ll.Missing, "; ")
+	}
+	return row
 }
 
 // isolationRow says what the report of a jail had in force: a warning for
