@@ -22,15 +22,19 @@
 //
 //	parent (Go)                                 child "jail:init" (C, PID 1 of the jail)
 //	 plan pipe  W ──── header + records ──────▶ fd 3  read to the end, decoded, closed
-//	 sync sock  ◀──── READY ───────────────────  fd 4  after the root is built
+//	 sync sock  ◀──── PTY + master (SCM_RIGHTS)  fd 4  with FlagTTY, before READY
+//	            ◀──── READY ───────────────────        after the root is built
 //	            ───── GO ──────────────────────▶        (parent: cgroups, capture ready)
 //	            ◀──── SETUP_ERROR{step,errno} ──        any step failed: child exits
 //	            ◀──── EXEC_ERROR{step,errno} ───        workload could not be executed
 //	            ◀──── STARTED ──────────────────        workload execve succeeded
+//	            ◀──── SECCOMP{nr,arch,pid} ─────        a call the filter killed or denied
 //	            ◀──── EXITED{wait status} ──────        workload ended; child exits and the
 //	                                                    kernel kills the rest of the jail
+//	 cgroup v1 "tasks" files ─────────────────▶ fd 5...  the child writes "0" to each, first
+//	 host sources (O_PATH) ───────────────────▶ SourceFD(n, 1)...  checked by inode, then closed
 //
 // The sync socket is SOCK_SEQPACKET, so every message is one datagram of
-// [MsgSize] bytes. EOF on the child's end means the parent is gone: the child
-// exits and takes the jail with it.
+// [MsgSize] bytes; a descriptor rides on MsgPTY only. EOF on the child's end
+// means the parent is gone: the child exits and takes the jail with it.
 package nsexec
