@@ -78,12 +78,34 @@ func TestJudgeStatus(t *testing.T) {
 			r := probeRun{res: res, ops: []string{"read /proc/self/status"},
 				answers: []probeAnswer{{Op: "read /proc/self/status", Value: tt.status}}}
 			rows := judgeStatus(r, jail.Spec{})
-			require.Len(t, rows, 3)
+			require.Len(t, rows, 4, "capabilities, seccomp_mode, isolation, landlock")
 			assert.Equal(t, tt.wantCaps, rows[0].Result, "capabilities: %s", rows[0].Detail)
 			assert.Contains(t, rows[0].Detail, tt.wantCapsDetail)
 			assert.Equal(t, tt.wantSeccomp, rows[1].Result, "seccomp_mode: %s", rows[1].Detail)
 			assert.Contains(t, rows[1].Detail, tt.wantDet)
 			assert.Equal(t, verdictPass, rows[2].Result, "isolation: %s", rows[2].Detail)
+			assert.Equal(t, "landlock", rows[3].Name)
+		})
+	}
+}
+
+func TestLandlockRow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ll     jail.LandlockInfo
+		want   string
+		detail string
+	}{
+		{"ABI 7", jail.LandlockInfo{ABI: 7, Enforced: []string{"fs", "signal"}, Missing: []string{"landlock unix_socket_path: ..."}}, verdictPass, "ABI 7: fs, signal; missing: landlock unix_socket_path"},
+		{"ABI 4", jail.LandlockInfo{ABI: 4, Enforced: []string{"fs"}}, verdictWarn, "ABI 4: fs"},
+		{"none", jail.LandlockInfo{Missing: []string{"landlock: off, as the Spec says"}}, verdictWarn, "not in force; missing: landlock: off"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := exited(0)
+			res.Isolation.Landlock = tc.ll
+			row := landlockRow(res)
+			assert.Equal(t, tc.want, row.Result)
+			assert.Contains(t, row.Detail, tc.detail)
 		})
 	}
 }
