@@ -191,37 +191,32 @@ rules:
 }
 
 // TestSeccompKillCannotBeDodged is finding 9: a workload floods itself
-// with a signal whose handler does not restart calls, then makes a call
-// the strict policy kills. The interruptible wait for PID 1 used to let
-// about a quarter of such calls return EINTR, alive and unreported. Now a
-// received call waits killably (WAIT_KILLABLE_RECV), and a call taken back
-// before PID 1 could read it is seen by PID 1's listener thread, which
-// kills the jail and reports it. Left: a caller that takes the call back
-// and exits within microseconds, as the last user of the filter, before
-// PID 1 looks (1 in 300 floods here); the test allows 2 in 40.
+// with a signal whose handler does not restart calls, makes a call the
+// strict policy kills, and goes on for 200 ms if it lives. The
+// interruptible wait for PID 1 used to let about a quarter of such calls
+// return EINTR, alive and unreported. Now a received call waits killably
+// (WAIT_KILLABLE_RECV), and a call taken back before PID 1 could read it is
+// seen by PID 1's listener thread, which kills the jail and reports it.
+// (A caller that exits within the listener's wake-up latency of taking the
+// call back can still go unreported, a case README states with figures.)
 func TestSeccompKillCannotBeDodged(t *testing.T) {
 	const runs = 40
-	var killed, reportedDodges, unreported int
+	var killed, interrupted int
 	for i := 0; i < runs; i++ {
-		res, _ := runJSON(t, "--profile", "strict", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "dodge", "keyctl", "1")
+		res, _ := runJSON(t, "--profile", "strict", "--ro-bind", binDir+":/probe", "--", "/probe/probe", "dodge", "keyctl", "1", "200")
 		named := false
 		for _, d := range res.SeccompDenials {
 			named = named || d.Action == "kill" && (d.Syscall == "keyctl" || d.Interrupted)
+			if d.Interrupted {
+				interrupted++
+			}
 		}
-		switch {
-		case res.Status == jail.StatusSeccompKilled && named:
+		if assert.True(t, res.Status == jail.StatusSeccompKilled && named, "run %d: %s, stdout %q, denials %+v", i, res.Status, res.Stdout, res.SeccompDenials) {
 			killed++
-		case named:
-			reportedDodges++
-			assert.Contains(t, res.Stdout, "survived", "a run that was not killed lived through the call")
-		default:
-			unreported++
-			t.Logf("run %d: %s, stdout %q, denials %+v", i, res.Status, res.Stdout, res.SeccompDenials)
 		}
+		assert.NotContains(t, res.Stdout, "survived", "run %d: the workload went on after a call the policy kills", i)
 	}
-	t.Logf("%d runs: %d killed, %d dodged and reported, %d unreported", runs, killed, reportedDodges, unreported)
-	assert.LessOrEqual(t, unreported, 2, "a call the policy kills went unreported")
-	assert.Greater(t, killed, runs/2)
+	t.Logf("%d runs: %d killed and reported, %d of them for a call a signal took back", runs, killed, interrupted)
 }
 
 // TestSeccompKillNotHiddenByDenials is finding 10: 40 throw-away children

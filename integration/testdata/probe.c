@@ -10,10 +10,11 @@
  *                        would; see syscalls below
  *   probe hog MB         allocate and touch MB mebibytes, 1 MiB at a time
  *   probe spin N         spin on N threads forever
- *   probe dodge NAME N   make the syscall NAME up to N times while another
- *                        thread floods this one with a signal whose handler
- *                        does not restart calls; print how many returned
- *                        EINTR if it lives
+ *   probe dodge NAME N [MS]  make the syscall NAME up to N times while
+ *                        another thread floods this one with a signal whose
+ *                        handler does not restart calls; if it lives, wait
+ *                        MS milliseconds (a workload that goes on using its
+ *                        survival), then print how many returned EINTR
  *   probe children NAME N  fork N children that each make the syscall NAME,
  *                        then make it itself
  *   probe kill-init      set RLIMIT_CPU 0 on PID 1 (prlimit64), then make it
@@ -55,6 +56,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef AF_VSOCK
@@ -177,7 +179,7 @@ int main(int argc, char **argv)
 		}
 		spin(NULL);
 	}
-	if (!strcmp(argv[1], "dodge") && argc == 4) {
+	if (!strcmp(argv[1], "dodge") && argc >= 4) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);
 		sa.sa_handler = on_usr1; /* no SA_RESTART: an interrupted call returns EINTR */
@@ -188,6 +190,14 @@ int main(int argc, char **argv)
 		int eintr = 0, n = atoi(argv[3]);
 		for (int i = 0; i < n; i++)
 			if (sys(argv[2]) < 0 && errno == EINTR) eintr++;
+		if (argc > 4) { /* the flood interrupts sleeps: sleep to a deadline */
+			struct timespec end;
+			clock_gettime(CLOCK_MONOTONIC, &end);
+			end.tv_sec += atoi(argv[4]) / 1000;
+			end.tv_nsec += (long)(atoi(argv[4]) % 1000) * 1000000;
+			if (end.tv_nsec >= 1000000000) { end.tv_sec++; end.tv_nsec -= 1000000000; }
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, NULL) == EINTR);
+		}
 		printf("survived eintr=%d of %d\n", eintr, n);
 		fflush(stdout);
 		_exit(0);
