@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -209,7 +208,6 @@ func requireGone(t *testing.T, s string) {
 type result struct {
 	stdout, stderr string
 	code           int
-	maxRSSKiB      int64
 }
 
 // jailCmd returns the command `jail args...` with stdin from /dev/null.
@@ -233,9 +231,6 @@ func runJail(t *testing.T, args ...string) result {
 		t.Fatalf("jail %v: %v", args, err)
 	}
 	r := result{stdout: out.String(), stderr: errb.String(), code: c.ProcessState.ExitCode()}
-	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.maxRSSKiB = ru.Maxrss
-	}
 	return r
 }
 
