@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,9 @@ func jailCgroups() []string {
 	var ours []string
 	for _, d := range allJailCgroups() {
 		owner, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), "jail-"), "-")
+		if _, err := strconv.Atoi(owner); err != nil {
+			continue // not a run's group (jail-<owner pid>-...): the cgroup package's tests name theirs jail-test-*
+		}
 		exe, err := os.Readlink("/proc/" + owner + "/exe")
 		if err == nil && exe != jailBin {
 			continue
