@@ -127,6 +127,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 	struct reader r = {buf, buf + len, 0};
 	size_t nm = 0, na = 0, ne = 0, np = 0, nr = 0, nl = 0;
 	uint32_t max_src = 0; /* checked against source_fds, which may come later */
+	uint64_t rule_access = 0; /* every landlock rule's rights, checked against the ruleset's */
 	if (get_uint(&r, 4) != PLAN_MAGIC || get_uint(&r, 4) != len - 8) return -1;
 	while (!r.bad && r.p < r.end) {
 		uint32_t tag = (uint32_t)get_uint(&r, 4), n = (uint32_t)get_uint(&r, 4);
@@ -175,6 +176,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 			break;
 		case TAG_LANDLOCK_RULE: {
 			struct landlock_op l = {get_uint(&b, 8), NULL};
+			rule_access |= l.access;
 			l.path = get_str(&b, NULL, 0);
 			if (l.path && l.path[0] != '/') b.bad = 1;
 			if (p->landlock_rules) p->landlock_rules[nl] = l;
@@ -210,6 +212,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 	if ((p->flags & PLAN_SECCOMP_NOTIFY) && !p->seccomp) r.bad = 1;
 	if (max_src > p->source_fds) r.bad = 1;
 	if (nl > 0 && !p->landlock_fs) r.bad = 1; /* rules without a ruleset */
+	if (rule_access & ~p->landlock_fs) r.bad = 1; /* a right the ruleset does not handle: EINVAL later */
 	if ((p->flags & PLAN_MOUNTNS) && !p->attach) r.bad = 1;
 	if (r.bad || na == 0 || nm > PLAN_MAX_ITEMS || na > PLAN_MAX_ITEMS ||
 	    ne > PLAN_MAX_ITEMS || np > PLAN_MAX_ITEMS || nr > PLAN_MAX_ITEMS || nl > PLAN_MAX_ITEMS)

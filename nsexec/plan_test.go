@@ -183,6 +183,10 @@ func FuzzPlanRoundTrip(f *testing.F) {
 		if len(p.Argv) == 0 {
 			p.Argv = []string{arg}
 		}
+		if n%2 == 1 {
+			p.LandlockFS, p.LandlockScoped = 1<<16-1, uint64(n>>4)
+			p.LandlockRules = []LandlockRule{{Path: "/" + target, Access: uint64(id) & (1<<16 - 1)}}
+		}
 		b, err := p.Encode()
 		if err != nil {
 			return // NUL bytes in strings are refused by the encoder
