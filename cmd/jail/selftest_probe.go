@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The probe side of `jail selftest`: a hidden subcommand that selftest runs

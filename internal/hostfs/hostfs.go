@@ -22,6 +22,7 @@ package hostfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,3 +112,22 @@ func explainLoop(unsafePath string, err error) error {
 
 // ErrTooLarge is returned by ReadFile for a file over its size limit.
 var ErrTooLarge = errors.New("too large")
+
+// ReadFile reads an input file (see [OpenInput]) of at most max bytes;
+// more is an error wrapping [ErrTooLarge]. Off Linux, where jail cannot
+// run jails, it only loads profiles and policies.
+func ReadFile(unsafePath string, max int64) ([]byte, error) {
+	f, err := OpenInput(unsafePath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)
+	}
+	return b, nil
+}

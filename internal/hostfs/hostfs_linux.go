@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -120,24 +119,6 @@ func checkInput(f *os.File, unsafePath string) error {
 		return err
 	}
 	return &TypeError{Path: unsafePath, Kind: kind(fi.Mode()), Want: "a regular file or a pipe"}
-}
-
-// ReadFile reads an input file (see [OpenInput]) of at most max bytes;
-// more is an error wrapping [ErrTooLarge].
-func ReadFile(unsafePath string, max int64) ([]byte, error) {
-	f, err := OpenInput(unsafePath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)
-	}
-	return b, nil
 }
 
 // Output is a host file jail writes once, replacing what was at its name
