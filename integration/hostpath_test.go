@@ -40,6 +40,10 @@ func TestHostPathsRefuseSymlinks(t *testing.T) {
 	plant := `ln -s ` + secret + ` /job/report.json; ln -s ` + secret + ` /job/input.txt; ` +
 		`ln -s ` + secret + ` /job/job.env; ln -s / /job/rootdir; ln -s ` + filepath.Dir(secret) + ` /job/outdir; echo planted`
 	assert.Equal(t, "planted\n", strict(t, plant, "--bind", job+":/job"))
+	// A FIFO too: the strict policy kills mknod and Landlock refuses it
+	// under the default one, but a jail with neither, or anything else that
+	// writes there, can leave one.
+	require.NoError(t, unix.Mkfifo(filepath.Join(job, "wait.env"), 0o666))
 
 	t.Run("report replaces the planted symlink, never writes through it", func(t *testing.T) {
 		r := runJail(t, "run", "--profile", "strict", "--report", filepath.Join(job, "report.json"), "--", "true")
@@ -75,6 +79,8 @@ func TestHostPathsRefuseSymlinks(t *testing.T) {
 	}{
 		{"stdin through a symlink", []string{"--stdin", filepath.Join(job, "input.txt")}, "is a symlink"},
 		{"env-file through a symlink", []string{"--env-file", filepath.Join(job, "job.env")}, "is a symlink"},
+		{"env-file: a planted FIFO is refused, not waited for", []string{"--env-file", filepath.Join(job, "wait.env")}, "is a FIFO"},
+		{"profile: a planted FIFO", []string{"--profile", filepath.Join(job, "wait.env")}, "is a FIFO"},
 		{"stdin: a directory", []string{"--stdin", job}, "is a directory"},
 		{"stdin: a directory through a symlink", []string{"--stdin", filepath.Join(job, "rootdir")}, "is a symlink"},
 		{"stdin: a device", []string{"--stdin", "/dev/zero"}, "is a character device"},

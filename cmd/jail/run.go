@@ -103,7 +103,7 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.tmpfs, "tmpfs", nil, "mount a tmpfs at `DST[:size=SIZE]` (default size 64M; repeatable)")
 	fl.StringVar(&f.rootfs, "rootfs", "", "use host directory `DIR` as the read-only root instead of the default tmpfs root")
 	fl.StringArrayVar(&f.env, "env", nil, "set `KEY=VALUE` in the jail's environment (repeatable; added to the profile's)")
-	fl.StringVar(&f.envFile, "env-file", "", "read KEY=VALUE lines from `FILE` (# comments and blank lines skipped; a regular file or a pipe)")
+	fl.StringVar(&f.envFile, "env-file", "", "read KEY=VALUE lines from `FILE` (# comments and blank lines skipped; a regular file, or a pipe as /dev/fd/N)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory inside the jail (default /tmp)")
 	fl.StringVar(&f.hostname, "hostname", "", "hostname inside the jail (default jail)")
 	fl.StringVar(&f.uid, "uid", "", "user id inside the jail (default 1000)")
@@ -338,7 +338,7 @@ func setEnv(env []string, kvs ...string) []string {
 const maxEnvFileBytes = 1 << 20
 
 // readEnvFile reads KEY=VALUE lines. The file is opened as every host path
-// jail reads: no symlinks in its path, a regular file or a pipe.
+// jail reads: no symlinks in its path, a regular file or an inherited pipe.
 func readEnvFile(path string) ([]string, error) {
 	data, err := hostfs.ReadFile(path, maxEnvFileBytes)
 	if err != nil {

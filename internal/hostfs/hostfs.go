@@ -74,7 +74,7 @@ func kind(m os.FileMode) string {
 	case m&os.ModeSymlink != 0:
 		return "a symlink"
 	case m&os.ModeNamedPipe != 0:
-		return "a pipe"
+		return "a FIFO"
 	case m&os.ModeSocket != 0:
 		return "a socket"
 	case m&os.ModeCharDevice != 0:
@@ -114,10 +114,12 @@ func explainLoop(unsafePath string, err error) error {
 var ErrTooLarge = errors.New("too large")
 
 // ReadFile reads an input file (see [OpenInput]) of at most max bytes;
-// more is an error wrapping [ErrTooLarge]. Off Linux, where jail cannot
+// more is an error wrapping [ErrTooLarge]. A FIFO is refused unless it is
+// an inherited descriptor (/dev/fd/N): a whole-file input is never waited
+// for. Off Linux, where jail cannot
 // run jails, it only loads profiles and policies.
 func ReadFile(unsafePath string, max int64) ([]byte, error) {
-	f, err := OpenInput(unsafePath)
+	f, err := openInput(unsafePath, false)
 	if err != nil {
 		return nil, err
 	}
@@ -130,4 +132,12 @@ func ReadFile(unsafePath string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)
 	}
 	return b, nil
+}
+
+// wantInput says what an input may be, for a *TypeError.
+func wantInput(namedFIFO bool) string {
+	if namedFIFO {
+		return "a regular file or a pipe"
+	}
+	return "a regular file (a pipe only as /dev/fd/N)"
 }

@@ -73,17 +73,24 @@ func inheritedFD(unsafePath string) (int, bool) {
 // the host's tree). The type is checked on an O_PATH descriptor before the
 // file is opened for reading, so that opening a device has no side effect,
 // and the file is then reopened through that descriptor: a FIFO waits for
-// its writer as open(2) does. "/dev/fd/N" and "/proc/self/fd/N" name jail's
-// own inherited descriptor N, as `<(cmd)` gives it; that descriptor is
-// duplicated and checked the same way.
-func OpenInput(unsafePath string) (*os.File, error) {
+// its writer as open(2) does (as the shell's < does: --stdin is a stream).
+// "/dev/fd/N" and "/proc/self/fd/N" name jail's own inherited descriptor N,
+// as `<(cmd)` gives it; that descriptor is duplicated and checked the same
+// way.
+func OpenInput(unsafePath string) (*os.File, error) { return openInput(unsafePath, true) }
+
+// openInput is OpenInput; namedFIFO false refuses a FIFO named by a path
+// (a pipe is then taken only as an inherited /dev/fd/N), so that a FIFO a
+// workload planted where a whole-file input was expected cannot make jail
+// wait for ever before any timeout runs.
+func openInput(unsafePath string, namedFIFO bool) (*os.File, error) {
 	if n, ok := inheritedFD(unsafePath); ok {
 		fd, err := unix.FcntlInt(uintptr(n), unix.F_DUPFD_CLOEXEC, 3)
 		if err != nil {
 			return nil, &os.PathError{Op: "dup", Path: unsafePath, Err: err}
 		}
 		f := os.NewFile(uintptr(fd), unsafePath)
-		if err := checkInput(f, unsafePath); err != nil {
+		if err := checkInput(f, unsafePath, true); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -94,7 +101,7 @@ func OpenInput(unsafePath string) (*os.File, error) {
 		return nil, err
 	}
 	defer p.Close()
-	if err := checkInput(p, unsafePath); err != nil {
+	if err := checkInput(p, unsafePath, namedFIFO); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", p.Fd()), os.O_RDONLY|unix.O_NOCTTY, 0)
@@ -104,21 +111,25 @@ func OpenInput(unsafePath string) (*os.File, error) {
 	return f, nil
 }
 
-// checkInput refuses what is neither a regular file nor a pipe.
-func checkInput(f *os.File, unsafePath string) error {
+// checkInput refuses what is neither a regular file nor (if pipe) a pipe.
+func checkInput(f *os.File, unsafePath string, pipe bool) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return &os.PathError{Op: "fstat", Path: unsafePath, Err: err}
 	}
 	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG, unix.S_IFIFO:
+	case unix.S_IFREG:
 		return nil
+	case unix.S_IFIFO:
+		if pipe {
+			return nil
+		}
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
-	return &TypeError{Path: unsafePath, Kind: kind(fi.Mode()), Want: "a regular file or a pipe"}
+	return &TypeError{Path: unsafePath, Kind: kind(fi.Mode()), Want: wantInput(pipe)}
 }
 
 // Output is a host file jail writes once, replacing what was at its name

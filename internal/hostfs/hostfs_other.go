@@ -6,13 +6,15 @@ import "os"
 
 // OpenInput opens an input file; off Linux it refuses only a symlink at
 // the last component.
-func OpenInput(unsafePath string) (*os.File, error) {
+func OpenInput(unsafePath string) (*os.File, error) { return openInput(unsafePath, true) }
+
+func openInput(unsafePath string, namedFIFO bool) (*os.File, error) {
 	fi, err := os.Lstat(unsafePath)
 	if err != nil {
 		return nil, err
 	}
-	if m := fi.Mode(); !m.IsRegular() && m&os.ModeNamedPipe == 0 {
-		return nil, &TypeError{Path: unsafePath, Kind: kind(m), Want: "a regular file or a pipe"}
+	if m := fi.Mode(); !m.IsRegular() && (m&os.ModeNamedPipe == 0 || !namedFIFO) {
+		return nil, &TypeError{Path: unsafePath, Kind: kind(m), Want: wantInput(namedFIFO)}
 	}
 	return os.Open(unsafePath)
 }

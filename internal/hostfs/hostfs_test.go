@@ -127,6 +127,14 @@ func TestOpenInputAccepts(t *testing.T) {
 		var te *TypeError
 		require.ErrorAs(t, err, &te)
 	})
+	t.Run("a planted FIFO as a whole-file input is refused, not waited for", func(t *testing.T) {
+		// No writer ever comes: a blocking open would hang the test.
+		_, err := ReadFile(filepath.Join(job, "fifo"), 100)
+		var te *TypeError
+		require.ErrorAs(t, err, &te, "got %v", err)
+		assert.Equal(t, "a FIFO", te.Kind)
+		assert.Contains(t, err.Error(), "a pipe only as /dev/fd/N")
+	})
 	t.Run("too large", func(t *testing.T) {
 		_, err := ReadFile(filepath.Join(job, "plain.txt"), 3)
 		assert.ErrorIs(t, err, ErrTooLarge)
