@@ -372,3 +372,55 @@ func TestLandlockHoldsWhenTheMountPlanIsWrong(t *testing.T) {
 		})
 	}
 }
+
+// TestOptionalSourceGone: an optional bind whose host source is gone by the
+// time the child stage opens it again is skipped, target and all, as when it
+// is missing at planning time; it used to fail the run with EBADF and leave
+// its target made. The hook makes the path the child opens differ from the
+// one the parent opened, as a source removed in between would.
+func TestOptionalSourceGone(t *testing.T) {
+	requireJail(t)
+	hook := func(l *launch) {
+		l.sources = append(l.sources, hostSource{path: "/etc"})
+		l.plan.Sources = uint32(len(l.sources))
+		l.plan.Mounts = append(l.plan.Mounts, nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate | nsexec.OpOptional,
+			Source: "/no-such-jail-source", Target: "/tmp/gone", Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNodev, Src: l.plan.Sources})
+		l.opNames = append(l.opNames, "bind /no-such-jail-source on /tmp/gone")
+	}
+	c := Command(t.Context(), Spec{Seccomp: "strict"}, "sh", "-c", "ls -a /tmp")
+	c.Capture, c.testHook = true, hook
+	require.NoError(t, c.Run())
+	assert.Equal(t, StatusExited, c.Result.Status)
+	assert.Equal(t, ".\n..\n", c.Result.Stdout, "skipped, and its target not made")
+}
+
+// TestLandlockRulesFollowNoSymlink: a Landlock rule is added on what the
+// mount plan made at its path, never on what a symlink found there later
+// names. Here the plan itself puts a symlink at a rule's path (in a real
+// attack another jail sharing a read-write directory renames a mounted
+// directory away and plants one): the rule must not land on the symlink's
+// target, the over-broad /leak, and grant what the plan never meant to.
+func TestLandlockRulesFollowNoSymlink(t *testing.T) {
+	requireJail(t)
+	if landlock.ProbeABI() == 0 {
+		t.Skip("this kernel has no Landlock")
+	}
+	hook := func(l *launch) {
+		l.sources = append(l.sources, hostSource{path: "/etc"})
+		l.plan.Sources = uint32(len(l.sources))
+		l.plan.Mounts = append(l.plan.Mounts,
+			nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate, Source: "/etc",
+				Target: "/leak", Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNodev, Src: l.plan.Sources},
+			nsexec.Mount{Kind: nsexec.OpSymlink, Target: "/tmp/out", Data: []byte("/leak")})
+		l.opNames = append(l.opNames, "bind /etc on /leak", "symlink /tmp/out")
+		l.plan.LandlockRules = append(l.plan.LandlockRules, nsexec.LandlockRule{Path: "/tmp/out", Access: uint64(landlock.ReadFile | landlock.ReadDir)})
+	}
+	c := Command(t.Context(), Spec{Seccomp: "strict"}, "sh", "-c", "head -1 /leak/passwd 2>&1")
+	c.Capture, c.testHook = true, hook
+	err := c.Run()
+	assert.NotContains(t, c.Result.Stdout, "root:x:0:0", "the rule for /tmp/out followed the symlink to /leak")
+	var ie *InitError
+	require.ErrorAs(t, err, &ie, "refused at set-up, got %v", err)
+	assert.Equal(t, "landlock", ie.Step)
+	assert.ErrorIs(t, err, syscall.ELOOP)
+}

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,6 +110,90 @@ func TestHostPathsRefuseSymlinks(t *testing.T) {
 		out := strict(t, `cat; echo $GREETING; stat -L -c %F /proc/self/fd/0`, "--stdin", in, "--env-file", env)
 		assert.Equal(t, "hello\nhi\nfifo\n", out, "stdin is a pipe, not the caller's file")
 	})
+}
+
+// TestInheritedDescriptorsClosed: a descriptor that jail's caller lets jail
+// inherit (no close-on-exec; here a host directory at fd 200, as a careless
+// supervisor might) must not stay open in the jail's PID 1 or reach the
+// workload: inside the jail it is a way back to the host's tree (runc
+// CVE-2024-21626).
+func TestInheritedDescriptorsClosed(t *testing.T) {
+	dir := filepath.Dir(secretFile(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := os.Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	c := jailCmd(ctx, "run", "--profile", "strict", "--", "sleep", "30")
+	c.ExtraFiles = make([]*os.File, 200-3+1) // nil: closed in jail
+	c.ExtraFiles[200-3] = d
+	require.NoError(t, c.Start())
+	defer func() { c.Process.Kill(); c.Wait() }()
+
+	children := func(pid string) []string { // of every thread: Go forks from any
+		var kids []string
+		files, _ := filepath.Glob(fmt.Sprintf("/proc/%s/task/*/children", pid))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			kids = append(kids, strings.Fields(string(b))...)
+		}
+		return kids
+	}
+	cmdline := func(pid string) string {
+		b, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		return strings.ReplaceAll(string(b), "\x00", " ")
+	}
+	jailPID := fmt.Sprint(c.Process.Pid)
+	var initPID, workload string
+	for deadline := time.Now().Add(10 * time.Second); workload == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, p := range children(jailPID) {
+			if strings.HasPrefix(cmdline(p), "jail:init") {
+				initPID = p
+			}
+		}
+		for _, p := range children(initPID) {
+			if strings.HasPrefix(cmdline(p), "sleep 30") {
+				workload = p
+			}
+		}
+	}
+	require.NotEmpty(t, workload, "the jail's workload did not start")
+
+	link, err := os.Readlink("/proc/" + jailPID + "/fd/200")
+	require.NoError(t, err, "jail itself was given fd 200")
+	require.Equal(t, dir, link)
+	fds := func(pid string) map[string]string {
+		entries, err := os.ReadDir("/proc/" + pid + "/fd")
+		require.NoError(t, err)
+		m := map[string]string{}
+		for _, e := range entries {
+			m[e.Name()], _ = os.Readlink("/proc/" + pid + "/fd/" + e.Name())
+		}
+		return m
+	}
+	w := fds(workload)
+	assert.ElementsMatch(t, []string{"0", "1", "2"}, keys(w), "the workload holds only its stdio: %v", w)
+	if unprivileged {
+		// PID 1 is not dumpable: only root may list its descriptors.
+		return
+	}
+	for fd, target := range fds(initPID) {
+		assert.False(t, strings.HasPrefix(target, dir), "PID 1 holds the caller's directory at fd %s", fd)
+		// Past stdio, PID 1 holds pipes, sockets, the seccomp listener
+		// and a signalfd: no file, and no mount the plan made (a mask's
+		// clone of /dev/null left open when its target was missing).
+		if fd != "0" && fd != "1" && fd != "2" {
+			assert.False(t, strings.HasPrefix(target, "/"), "PID 1 holds a path at fd %s: %s", fd, target)
+		}
+	}
+}
+
+func keys(m map[string]string) []string {
+	var k []string
+	for key := range m {
+		k = append(k, key)
+	}
+	return k
 }
 
 // TestStdinFileNotReopenedReadWrite is finding 8: a file given as --stdin

@@ -903,6 +903,21 @@ func TestLandlock(t *testing.T) {
 	assert.Contains(t, r.stderr, "landlock")
 }
 
+// TestLandlockRuleOutOfReach: Landlock's rules are added on what PID 1 made
+// at their paths, not opened again by the workload after it dropped its
+// privileges. A mount below a directory the workload may not search (root's
+// 0700 directory; jail run by root without a user namespace) used to stop
+// the run with "landlock: permission denied".
+func TestLandlockRuleOutOfReach(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o700)) // root's, searchable by root alone
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	out := strict(t, "echo ran; ls /p 2>&1; true", "--no-userns", "--ro-bind", dir+":/p", "--tmpfs", "/p/sub")
+	assert.Contains(t, out, "ran\n")
+	assert.Contains(t, out, "Permission denied", "the workload still cannot search /p")
+}
+
 // TestReadOnlyBindUnixSocket is finding 12: a read-only bind does not
 // stop connect(2) to a unix socket below it (connecting writes nothing to
 // the file system). Landlock ABI 9 (Linux 7.1) refuses it; on an older

@@ -17,6 +17,8 @@
 // list the default root's / also lets it list the names in a mount the plan
 // did not mean; their contents stay refused.
 //
-// The package plans; nsexec's C stage carries the rules out after
-// pivot_root, in the jail's own view of its paths. It needs no privilege.
+// The package plans; nsexec's C stage carries the rules out, on what each
+// op of the mount plan made at a rule's path (kept as a descriptor when it
+// was made, so a symlink planted later is not followed), in the workload
+// just before seccomp. It needs no privilege.
 package landlock

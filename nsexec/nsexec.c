@@ -126,6 +126,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 {
 	struct reader r = {buf, buf + len, 0};
 	size_t nm = 0, na = 0, ne = 0, np = 0, nr = 0, nl = 0;
+	int have_root = 0;
 	uint32_t max_src = 0; /* checked against source_fds, which may come later */
 	uint64_t rule_access = 0; /* every landlock rule's rights, checked against the ruleset's */
 	if (get_uint(&r, 4) != PLAN_MAGIC || get_uint(&r, 4) != len - 8) return -1;
@@ -175,7 +176,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 			p->landlock_scoped = get_uint(&b, 8);
 			break;
 		case TAG_LANDLOCK_RULE: {
-			struct landlock_op l = {get_uint(&b, 8), NULL};
+			struct landlock_op l = {get_uint(&b, 8), NULL, -1};
 			rule_access |= l.access;
 			l.path = get_str(&b, NULL, 0);
 			if (l.path && l.path[0] != '/') b.bad = 1;
@@ -200,7 +201,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 			/* A bind from the host names its source descriptor; nothing else has one. */
 			if ((m.kind == OP_BIND && !(m.flags & OPF_SRC_IN_ROOT)) != (m.src != 0)) b.bad = 1;
 			if (m.src > max_src) max_src = m.src;
-			if (tag == TAG_ROOT) { if (!b.bad) p->root = m; break; }
+			if (tag == TAG_ROOT) { if (!b.bad) p->root = m; have_root = 1; break; }
 			if (p->mounts) p->mounts[nm] = m;
 			nm++;
 			break;
@@ -213,7 +214,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 	if (max_src > p->source_fds) r.bad = 1;
 	if (nl > 0 && !p->landlock_fs) r.bad = 1; /* rules without a ruleset */
 	if (rule_access & ~p->landlock_fs) r.bad = 1; /* a right the ruleset does not handle: EINVAL later */
-	if ((p->flags & PLAN_MOUNTNS) && !p->attach) r.bad = 1;
+	if ((p->flags & PLAN_MOUNTNS) && (!p->attach || !have_root)) r.bad = 1;
 	if (r.bad || na == 0 || nm > PLAN_MAX_ITEMS || na > PLAN_MAX_ITEMS ||
 	    ne > PLAN_MAX_ITEMS || np > PLAN_MAX_ITEMS || nr > PLAN_MAX_ITEMS || nl > PLAN_MAX_ITEMS)
 		return -1;
@@ -398,6 +399,31 @@ static int detached_tree(struct mount_op *m)
 	return fd;
 }
 
+/* keep_rule_fd gives the Landlock rules for target what the mount plan has
+ * just made there: fd, a mount (duplicated), or with fd -1 target opened
+ * again at once, resolved as the plan resolved it. apply_landlock adds the
+ * rules on these descriptors, not by path: by then a directory shared with
+ * another jail could have been renamed and a symlink put in its place, and
+ * a rule meant for a bind would land on whatever the symlink names. */
+static int keep_rule_fd(struct plan *p, const char *target, int fd)
+{
+	for (size_t i = 0; i < p->nlandlock; i++) {
+		struct landlock_op *l = &p->landlock_rules[i];
+		if (strcmp(l->path, target) != 0) continue;
+		int nfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : open_in_root(target, O_PATH | O_NOFOLLOW, 0);
+		if (nfd < 0) return -1;
+		if (l->fd >= 0) close(l->fd); /* a later op on the same target covers the earlier one */
+		l->fd = nfd;
+	}
+	return 0;
+}
+
+static void close_rule_fds(struct plan *p)
+{
+	for (size_t i = 0; i < p->nlandlock; i++)
+		if (p->landlock_rules[i].fd >= 0) { close(p->landlock_rules[i].fd); p->landlock_rules[i].fd = -1; }
+}
+
 /* write_file creates a regular file with the op's contents (the minimal /etc). */
 static int write_file(const struct mount_op *m)
 {
@@ -418,14 +444,14 @@ static int write_file(const struct mount_op *m)
 	return close(fd);
 }
 
-static int apply_op(struct mount_op *m)
+static int apply_op(struct plan *p, struct mount_op *m)
 {
 	char buf[4096];
 	const char *name;
 	int fd, tfd, r;
 	switch (m->kind) {
-	case OP_MKDIR: return mkdir_p(m->target, m->mode);
-	case OP_FILE: return write_file(m);
+	case OP_MKDIR: return mkdir_p(m->target, m->mode) < 0 ? -1 : keep_rule_fd(p, m->target, -1);
+	case OP_FILE: return write_file(m) < 0 ? -1 : keep_rule_fd(p, m->target, -1);
 	case OP_SYMLINK:
 		if ((fd = parent_dir(m->target, buf, sizeof buf, &name)) < 0) return -1;
 		r = symlinkat(m->data, fd, name);
@@ -437,10 +463,17 @@ static int apply_op(struct mount_op *m)
 		close(fd);
 		return r;
 	}
+	if (m->kind == OP_BIND && !(m->flags & OPF_SRC_IN_ROOT) && m->tree_fd < 0) {
+		/* open_sources skipped it: an optional source gone since the
+		 * parent checked it. Skipped here too, before its target is made. */
+		errno = (m->flags & OPF_OPTIONAL) ? ENOENT : EBADF;
+		return -1;
+	}
 	if ((tfd = open_target(m)) < 0) return -1;
 	if ((fd = detached_tree(m)) < 0) { r = -1; goto out; }
 	r = sys_move_mount(fd, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
-	close(fd);
+	if (r == 0) r = keep_rule_fd(p, m->target, fd);
+	{ int e = errno; close(fd); errno = e; }
 out:
 	{ int e = errno; close(tfd); errno = e; }
 	return r;
@@ -509,7 +542,7 @@ static int build_root(struct plan *p)
 	}
 	close(afd);
 	root_fd = fd;
-	return 0;
+	return keep_rule_fd(p, "/", root_fd);
 }
 
 /* close_sources closes the host descriptors: from here on, PID 1 holds
@@ -524,12 +557,14 @@ static int apply_mounts(struct plan *p)
 {
 	for (size_t i = 0; i < p->nmounts; i++) {
 		struct mount_op *m = &p->mounts[i];
-		if (apply_op(m) < 0) {
+		int r = apply_op(p, m), e = errno;
+		if (m->tree_fd >= 0) { close(m->tree_fd); m->tree_fd = -1; } /* not consumed: the op failed or was skipped */
+		errno = e;
+		if (r < 0) {
 			if (errno == ENOENT && (m->flags & OPF_OPTIONAL)) continue;
 			failed_op = (int)i;
 			return -1;
 		}
-		if (m->tree_fd >= 0) close(m->tree_fd);
 	}
 	return 0;
 }
@@ -914,7 +949,11 @@ static int clear_capabilities(void)
  * ruleset handles are refused wherever no rule grants them. The attr
  * carries every field jail knows; a kernel that knows fewer takes it as
  * long as the fields it does not know are zero (the parent plans by the
- * kernel's ABI). A rule whose path does not exist is skipped. */
+ * kernel's ABI). Each rule is added on what the mount plan made at its
+ * path (keep_rule_fd); a rule the plan made nothing for (an optional op
+ * skipped, no mount namespace) opens its path, never through a symlink,
+ * and is skipped if the path does not exist or is out of our reach: a rule
+ * left out grants less. */
 static int apply_landlock(const struct plan *p)
 {
 	struct { uint64_t handled_access_fs, handled_access_net, scoped; } attr = {p->landlock_fs, 0, p->landlock_scoped};
@@ -923,8 +962,13 @@ static int apply_landlock(const struct plan *p)
 	for (size_t i = 0; i < p->nlandlock; i++) {
 		struct { uint64_t allowed_access; int32_t parent_fd; } __attribute__((packed)) pb;
 		struct stat st;
-		int fd = open(p->landlock_rules[i].path, O_PATH | O_CLOEXEC);
-		if (fd < 0 && errno == ENOENT) continue;
+		int fd = p->landlock_rules[i].fd;
+		p->landlock_rules[i].fd = -1;
+		if (fd < 0) {
+			struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+			fd = (int)syscall(SYS_openat2, AT_FDCWD, p->landlock_rules[i].path, &how, sizeof how);
+			if (fd < 0 && (errno == ENOENT || errno == EACCES)) continue;
+		}
 		if (fd < 0 || fstat(fd, &st) < 0) goto fail;
 		pb.allowed_access = p->landlock_rules[i].access;
 		if (!S_ISDIR(st.st_mode)) pb.allowed_access &= LL_FILE_RIGHTS;
@@ -1049,6 +1093,7 @@ static int reap_workload(struct plan *p)
 	if (pid < 0) return -1;
 	if (pid == 0) { close(ep[0]); run_workload(p, ep[1]); }
 	close(ep[1]);
+	close_rule_fds(p); /* the workload has its own copies */
 	if (tty_slave >= 0) close(tty_slave); /* the master reads EIO once the jail is gone */
 
 	struct exec_failure f;
@@ -1178,6 +1223,11 @@ static int read_plan(struct plan *p)
 	if (read_full(PLAN_FD, buf + 8, len) < 0) return -1;
 	close(PLAN_FD);
 	if (jail_plan_decode(buf, len + 8, p) < 0) { errno = EINVAL; return -1; }
+	/* Only what the parent passed on purpose stays open. A descriptor that
+	 * jail's caller let jail inherit (one without close-on-exec) would
+	 * otherwise stay open in PID 1, inside the jail, for the whole run: a
+	 * host directory there is runc CVE-2024-21626's way out. */
+	if (syscall(SYS_close_range, SOURCE_FD(p, p->source_fds + 1), ~0U, 0) < 0) return -1;
 	p->mounts = calloc(p->nmounts + 1, sizeof *p->mounts);
 	p->argv = calloc(p->nargs + 1, sizeof *p->argv); /* NULL-terminated for execve */
 	p->envp = calloc(p->nenv + 1, sizeof *p->envp);

@@ -62,6 +62,7 @@ struct mount_op {
 struct landlock_op {
 	uint64_t access; /* LANDLOCK_ACCESS_FS_* granted beneath path */
 	const char *path;
+	int fd; /* what the mount plan made at path, kept as it made it; -1: not yet */
 };
 
 struct rlim_op {

@@ -135,6 +135,7 @@ func TestDecodeRejectsDamage(t *testing.T) {
 		{"short", func(b []byte) []byte { return b[:len(b)-1] }},
 		{"length too big", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[4:], uint32(len(b))); return b }},
 		{"unknown tag", func(b []byte) []byte { return append(b, 99, 0, 0, 0, 0, 0, 0, 0) }},
+		{"a mount namespace without a root", func(b []byte) []byte { return dropRecord(b, tagRoot) }},
 		{"record past the end", func(b []byte) []byte {
 			b = append(b, tagArg, 0, 0, 0, 0xff, 0xff, 0, 0)
 			binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-8))
@@ -147,6 +148,20 @@ func TestDecodeRejectsDamage(t *testing.T) {
 			assert.Error(t, err)
 		})
 	}
+}
+
+// dropRecord removes the records with tag from an encoded plan.
+func dropRecord(b []byte, tag uint32) []byte {
+	out := bytes.Clone(b[:8])
+	for off := 8; off+8 <= len(b); {
+		end := off + 8 + int(binary.LittleEndian.Uint32(b[off+4:]))
+		if binary.LittleEndian.Uint32(b[off:]) != tag {
+			out = append(out, b[off:end]...)
+		}
+		off = end
+	}
+	binary.LittleEndian.PutUint32(out[4:], uint32(len(out)-8))
+	return out
 }
 
 func TestMsgRoundTrip(t *testing.T) {
