@@ -342,6 +342,18 @@ func TestCommandWithoutMountNamespace(t *testing.T) {
 	assert.Equal(t, "/\n", c.Result.Stdout)
 }
 
+// addHostBind adds to a planned launch what the plan did not mean: a
+// read-only bind on target of the host path opened (by Start) as a source and
+// reopened by the child stage at reopened (the same path, unless a test
+// wants them to differ).
+func addHostBind(l *launch, opened, reopened, target string, flags nsexec.OpFlags) {
+	l.sources = append(l.sources, hostSource{path: opened})
+	l.plan.Sources = uint32(len(l.sources))
+	l.plan.Mounts = append(l.plan.Mounts, nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate | flags, Source: reopened,
+		Target: target, Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNodev, Src: l.plan.Sources})
+	l.opNames = append(l.opNames, "bind "+reopened+" on "+target)
+}
+
 // TestLandlockHoldsWhenTheMountPlanIsWrong: Landlock's rules come from the
 // plan's intent, so a mount the plan did not mean (a bug, made here on
 // purpose: the host's /etc at /leak, added after planning) is still
@@ -351,13 +363,7 @@ func TestLandlockHoldsWhenTheMountPlanIsWrong(t *testing.T) {
 	if landlock.ProbeABI() == 0 {
 		t.Skip("this kernel has no Landlock")
 	}
-	overBroad := func(l *launch) {
-		l.sources = append(l.sources, hostSource{path: "/etc"})
-		l.plan.Sources = uint32(len(l.sources))
-		l.plan.Mounts = append(l.plan.Mounts, nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate, Source: "/etc",
-			Target: "/leak", Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNodev, Src: l.plan.Sources})
-		l.opNames = append(l.opNames, "bind /etc on /leak")
-	}
+	overBroad := func(l *launch) { addHostBind(l, "/etc", "/etc", "/leak", 0) }
 	for _, tc := range []struct {
 		mode string
 		want string
@@ -380,13 +386,7 @@ func TestLandlockHoldsWhenTheMountPlanIsWrong(t *testing.T) {
 // one the parent opened, as a source removed in between would.
 func TestOptionalSourceGone(t *testing.T) {
 	requireJail(t)
-	hook := func(l *launch) {
-		l.sources = append(l.sources, hostSource{path: "/etc"})
-		l.plan.Sources = uint32(len(l.sources))
-		l.plan.Mounts = append(l.plan.Mounts, nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate | nsexec.OpOptional,
-			Source: "/no-such-jail-source", Target: "/tmp/gone", Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNodev, Src: l.plan.Sources})
-		l.opNames = append(l.opNames, "bind /no-such-jail-source on /tmp/gone")
-	}
+	hook := func(l *launch) { addHostBind(l, "/etc", "/no-such-jail-source", "/tmp/gone", nsexec.OpOptional) }
 	c := Command(t.Context(), Spec{Seccomp: "strict"}, "sh", "-c", "ls -a /tmp")
 	c.Capture, c.testHook = true, hook
 	require.NoError(t, c.Run())
@@ -406,13 +406,9 @@ func TestLandlockRulesFollowNoSymlink(t *testing.T) {
 		t.Skip("this kernel has no Landlock")
 	}
 	hook := func(l *launch) {
-		l.sources = append(l.sources, hostSource{path: "/etc"})
-		l.plan.Sources = uint32(len(l.sources))
-		l.plan.Mounts = append(l.plan.Mounts,
-			nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate, Source: "/etc",
-				Target: "/leak", Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNodev, Src: l.plan.Sources},
-			nsexec.Mount{Kind: nsexec.OpSymlink, Target: "/tmp/out", Data: []byte("/leak")})
-		l.opNames = append(l.opNames, "bind /etc on /leak", "symlink /tmp/out")
+		addHostBind(l, "/etc", "/etc", "/leak", 0)
+		l.plan.Mounts = append(l.plan.Mounts, nsexec.Mount{Kind: nsexec.OpSymlink, Target: "/tmp/out", Data: []byte("/leak")})
+		l.opNames = append(l.opNames, "symlink /tmp/out")
 		l.plan.LandlockRules = append(l.plan.LandlockRules, nsexec.LandlockRule{Path: "/tmp/out", Access: uint64(landlock.ReadFile | landlock.ReadDir)})
 	}
 	c := Command(t.Context(), Spec{Seccomp: "strict"}, "sh", "-c", "head -1 /leak/passwd 2>&1")
