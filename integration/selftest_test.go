@@ -24,7 +24,7 @@ type selftestRow struct {
 var selftestProbes = []string{
 	"host_file_read", "host_file_write", "host_pids", "capabilities", "seccomp_mode", "isolation", "landlock",
 	"userns_nesting", "mount", "ptrace_pid1", "network_reach", "network_interfaces", "proc_masks",
-	"memory_limit", "pids_limit", "timeout",
+	"memory_limit", "pids_limit", "cpu_time", "timeout",
 }
 
 // selftestJSON runs `jail selftest --json flags...` and returns its rows
@@ -59,12 +59,12 @@ func TestSelftestStrict(t *testing.T) {
 	assert.Regexp(t, `^RESULT\s+PROBE\s+DETAIL$`, lines[0])
 	for i, name := range selftestProbes {
 		want := "pass"
-		if name == "memory_limit" || name == "pids_limit" {
+		if name == "memory_limit" || name == "pids_limit" || name == "cpu_time" {
 			want = "skip"
 		}
 		assert.Regexp(t, `^`+want+`\s+`+name+`\s+\S`, lines[i+1])
 	}
-	assert.Equal(t, "14 passed, 0 failed, 0 warned, 2 skipped; this proves only what the probes try", lines[len(lines)-1])
+	assert.Equal(t, "14 passed, 0 failed, 0 warned, 3 skipped; this proves only what the probes try", lines[len(lines)-1])
 }
 
 // TestSelftestJSON: --json is one array with a verdict and a detail per
@@ -74,7 +74,7 @@ func TestSelftestJSON(t *testing.T) {
 	assert.Equal(t, 0, code)
 	for _, name := range selftestProbes {
 		want := "pass"
-		if name == "memory_limit" || name == "pids_limit" {
+		if name == "memory_limit" || name == "pids_limit" || name == "cpu_time" {
 			want = "skip"
 		}
 		assert.Equal(t, want, rows[name].Result, "%s: %s", name, rows[name].Detail)
@@ -103,13 +103,21 @@ func TestSelftestJSON(t *testing.T) {
 // more, and the pids limit refuses its fork.
 func TestSelftestLimits(t *testing.T) {
 	requireCgroups(t)
-	rows, code := selftestJSON(t, "--profile", "strict", "--memory", "64M", "--pids", "32")
+	rows, code := selftestJSON(t, "--profile", "strict", "--memory", "64M", "--pids", "32", "--cpu-time", "3s")
 	assert.Equal(t, 0, code, "%+v", rows)
 	assert.Equal(t, "pass", rows["memory_limit"].Result, rows["memory_limit"].Detail)
 	assert.Contains(t, rows["memory_limit"].Detail, "OOM-killed")
 	assert.Equal(t, "pass", rows["pids_limit"].Result, rows["pids_limit"].Detail)
 	assert.Contains(t, rows["pids_limit"].Detail, "EAGAIN")
+	assert.Equal(t, "pass", rows["cpu_time"].Result, rows["cpu_time"].Detail)
+	assert.Contains(t, rows["cpu_time"].Detail, "killed by a 1s CPU time limit")
 	assert.Equal(t, "pass", rows["timeout"].Result, rows["timeout"].Detail)
+
+	// An rlimit that refuses the fork before the cgroup does is not a pass
+	// of the pids limit: that was never reached.
+	rows, _ = selftestJSON(t, "--profile", "strict", "--pids", "64", "--rlimit", "nproc=20")
+	assert.Equal(t, "warn", rows["pids_limit"].Result, rows["pids_limit"].Detail)
+	assert.Contains(t, rows["pids_limit"].Detail, "the limit itself was not tested")
 }
 
 // TestSelftestUnenforcedLimits: a limit this caller cannot enforce refuses
@@ -154,7 +162,7 @@ func TestSelftestWeakened(t *testing.T) {
 				want, ok := tt.want[name]
 				if !ok {
 					want = "pass"
-					if name == "memory_limit" || name == "pids_limit" {
+					if name == "memory_limit" || name == "pids_limit" || name == "cpu_time" {
 						want = "skip"
 					}
 				}

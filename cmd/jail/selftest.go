@@ -83,7 +83,8 @@ func newSelftestCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Try escapes from a jail built from a profile and flags, and print what held",
 		Long: `selftest runs escape probes inside jails built from the profile and the flags (the same ones
 as jail run, which override the profile) on this host and kernel, and prints one verdict per probe:
-pass (the attack was refused), fail (it worked, or the probe could not run), warn (the jail is
+pass (the attack was refused), fail (it worked, or the probe could not run or got no answer:
+nothing tried is nothing proven), warn (the jail is
 weaker because the profile or flags ask for it: no seccomp filter, a namespace not created, a limit
 not enforced under --allow-unenforced; an attack that works because of it still fails) or skip (a
 limit the profile does not set).
@@ -93,9 +94,11 @@ The probes: a host file that is not bound in, and /etc/shadow, must not be reada
 capability set must be empty and no_new_privs set; the seccomp filter must be on; a new user
 namespace (clone with CLONE_NEWUSER), a tmpfs mount, opening /proc/1/exe and /proc/1/mem, and
 ptrace of PID 1 must be refused; a TCP listener of selftest on the host's 127.0.0.1 must be out
-of reach (no other address is ever tried) and lo the only interface; /proc/kcore, /proc/keys and
-/proc/sysrq-trigger must be masked; and, when the profile sets them, the memory limit must
-OOM-kill, the pids limit must refuse a fork, and the timeout (shortened to at most 1s) must kill.
+of reach (no other address is ever tried) and lo the only interface; /proc/kcore and /proc/keys
+must not be readable (refused, absent or empty) nor /proc/sysrq-trigger writable; and, when the
+profile sets them, the memory limit must OOM-kill, the pids limit must refuse a fork, the CPU time
+limit and the timeout (each shortened to at most 1s) must kill. Two rows read the report: isolation
+(what is in force) and landlock (the ABI, warn below 6).
 
 Each probe runs in a jail of its own (a seccomp kill ends only that one): jail's own binary, bound
 read-only at /tmp/.jail-selftest/jail, runs a hidden subcommand that makes the calls and prints the
@@ -413,6 +416,20 @@ func (r probeRun) call(op string) (refused bool, how string, err error) {
 	return false, "", fmt.Errorf("the probe ended (%s) before %q%s", r.ended(), op, stderrSuffix(r.res.Stderr))
 }
 
+// unanswered explains an op without an answer: the probe never got to it,
+// or the seccomp policy killed the probe there. Either way what the row
+// needed was not seen, and the row is not a pass.
+func (r probeRun) unanswered(op string) error {
+	refused, how, err := r.call(op)
+	switch {
+	case err != nil:
+		return err
+	case refused:
+		return fmt.Errorf("%q was refused (%s) before the probe could answer, so the rest was not tried", op, how)
+	}
+	return fmt.Errorf("%q got no answer", op)
+}
+
 // opName returns OP of "OP ARG".
 func opName(op string) string {
 	name, _, _ := strings.Cut(op, " ")
@@ -464,8 +481,12 @@ type attempt struct {
 }
 
 // refusedRow is a pass when every attempt was refused, else a fail; err,
-// when not nil, is a fail saying the probe could not tell.
+// when not nil, is a fail saying the probe could not tell, and so is a row
+// without attempts: nothing tried is nothing proven.
 func refusedRow(name string, attempts []attempt, err error) selftestRow {
+	if err == nil && len(attempts) == 0 {
+		err = errors.New("no attempt was made")
+	}
 	if err != nil {
 		return selftestRow{Name: name, Result: verdictFail, Detail: "not probed: " + err.Error()}
 	}
@@ -504,8 +525,7 @@ func selftestProbes(h *selftestHost) []selftestProbe {
 			judge: func(r probeRun) []selftestRow {
 				a, ok := r.answer("read " + h.markerFile)
 				if !ok {
-					_, _, err := r.call("read " + h.markerFile)
-					return []selftestRow{refusedRow("host_file_read", nil, err)}
+					return []selftestRow{refusedRow("host_file_read", nil, r.unanswered("read "+h.markerFile))}
 				}
 				marker := attempt{what: "a fresh host file (" + h.markerFile + ")", refused: a.Err == "ENOENT", how: "absent"}
 				switch a.Err {
@@ -532,11 +552,16 @@ func selftestProbes(h *selftestHost) []selftestProbe {
 			name: "host_pids",
 			ops:  []string{"count-pids", "/proc", "find-cmdline", h.marker},
 			judge: func(r probeRun) []selftestRow {
+				count, ok := r.answer("count-pids /proc")
+				if !ok {
+					return []selftestRow{refusedRow("host_pids", nil, r.unanswered("count-pids /proc"))}
+				}
 				a, ok := r.answer("find-cmdline " + h.marker)
-				count, cok := r.answer("count-pids /proc")
-				if !ok || !cok {
-					_, _, err := r.call("find-cmdline " + h.marker)
-					return []selftestRow{refusedRow("host_pids", nil, err)}
+				if !ok {
+					return []selftestRow{refusedRow("host_pids", nil, r.unanswered("find-cmdline "+h.marker))}
+				}
+				if a.Err != "" { // /proc could not be searched: nothing seen proves nothing
+					return []selftestRow{refusedRow("host_pids", nil, errors.New("looking for the decoy in /proc: "+a.Err))}
 				}
 				seen := count.Value
 				if count.Err != "" {
@@ -612,6 +637,7 @@ func selftestProbes(h *selftestHost) []selftestProbe {
 		},
 		memoryProbe(h),
 		pidsProbe(spec),
+		cpuTimeProbe(spec),
 		timeoutProbe(spec),
 	}
 	return probes
@@ -624,7 +650,7 @@ func judgeStatus(r probeRun, spec jail.Spec) []selftestRow {
 	if !ok || a.Err != "" {
 		err := errors.New("reading /proc/self/status: " + a.Err)
 		if !ok {
-			_, _, err = r.call("read /proc/self/status")
+			err = r.unanswered("read /proc/self/status")
 		}
 		return []selftestRow{refusedRow("capabilities", nil, err), refusedRow("seccomp_mode", nil, err), isolationRow(r.res, spec), landlockRow(r.res)}
 	}
@@ -719,7 +745,7 @@ func judgeInterfaces(r probeRun, sharedNet bool) selftestRow {
 	if !ok || a.Err != "" {
 		err := errors.New("reading /proc/net/dev: " + a.Err)
 		if !ok {
-			_, _, err = r.call("read /proc/net/dev")
+			err = r.unanswered("read /proc/net/dev")
 		}
 		return refusedRow("network_interfaces", nil, err)
 	}
@@ -808,8 +834,7 @@ func pidsProbe(spec jail.Spec) selftestProbe {
 			}
 			a, ok := r.answer("fork-until-eagain " + tries)
 			if !ok {
-				_, _, err := r.call("fork-until-eagain " + tries)
-				return []selftestRow{refusedRow(name, nil, err)}
+				return []selftestRow{refusedRow(name, nil, r.unanswered("fork-until-eagain "+tries))}
 			}
 			var forked, threads int64
 			fmt.Sscanf(a.Value, "forked=%d threads=%d", &forked, &threads)
@@ -824,6 +849,8 @@ func pidsProbe(spec jail.Spec) selftestProbe {
 				row.Result, row.Detail = verdictFail, fmt.Sprintf("forked %d processes under a limit of %d without EAGAIN", forked, limit)
 			case r.res.PidsPeak != nil && *r.res.PidsPeak > limit:
 				row.Result, row.Detail = verdictFail, fmt.Sprintf("fork got EAGAIN, but the jail had %d tasks at once under a limit of %d", *r.res.PidsPeak, limit)
+			case !slices.Contains(r.res.LimitsHit, "pids"):
+				row.Result, row.Detail = verdictWarn, fmt.Sprintf("fork got EAGAIN after %d processes, but the cgroup refused none (an rlimit, such as nproc, came first): the limit itself was not tested", forked)
 			default:
 				row.Result = verdictPass
 				row.Detail = fmt.Sprintf("fork got EAGAIN after %d processes beside the probe's %d threads and the jail's PID 1 (limit %d, %s)", forked, threads, limit, peak)
@@ -863,6 +890,50 @@ func timeoutProbe(spec jail.Spec) selftestProbe {
 			case jail.StatusExited:
 				row.Result = verdictFail
 				row.Detail = fmt.Sprintf("a sleep of %s ended by itself under a %s timeout%s", sleep, timeout, shortened)
+			default:
+				row.Result, row.Detail = verdictFail, "not probed: the probe ended ("+r.ended()+")"+stderrSuffix(r.res.Stderr)
+			}
+			return []selftestRow{row}
+		},
+	}
+}
+
+// cpuTimeProbe burns more CPU time than the limit allows: the jail must
+// be killed for it.
+func cpuTimeProbe(spec jail.Spec) selftestProbe {
+	const name = "cpu_time"
+	if spec.CPUTime == 0 {
+		return selftestProbe{name: name, skip: "the profile sets no CPU time limit"}
+	}
+	limit := min(time.Duration(spec.CPUTime), selftestTimeout)
+	burn := (limit + time.Second).String()
+	return selftestProbe{
+		name: name,
+		ops:  []string{"spin", burn},
+		slow: true,
+		adjust: func(s *jail.Spec) {
+			s.CPUTime = jail.Duration(limit)
+			// Under a small --cpus the burn takes longer than its CPU time;
+			// the timeout must not end it first.
+			s.Timeout = jail.Duration(20 * time.Second)
+		},
+		judge: func(r probeRun) []selftestRow {
+			row := selftestRow{Name: name}
+			shortened := ""
+			if limit < time.Duration(spec.CPUTime) {
+				shortened = fmt.Sprintf(" (the profile's %s, shortened for this probe)", time.Duration(spec.CPUTime))
+			}
+			if ne := notEnforced(r.res, "cpu-time"); ne != "" {
+				row.Result, row.Detail = verdictWarn, "not enforced here (--allow-unenforced): "+ne
+				return []selftestRow{row}
+			}
+			switch r.res.Status {
+			case jail.StatusCPUTimeExceeded:
+				row.Result = verdictPass
+				row.Detail = fmt.Sprintf("burning %s of CPU was killed by a %s CPU time limit%s (cpu %d ms)", burn, limit, shortened, r.res.CPUUserMS+r.res.CPUSystemMS)
+			case jail.StatusExited:
+				row.Result = verdictFail
+				row.Detail = fmt.Sprintf("burned %s of CPU under a %s CPU time limit and was not killed%s", burn, limit, shortened)
 			default:
 				row.Result, row.Detail = verdictFail, "not probed: the probe ended ("+r.ended()+")"+stderrSuffix(r.res.Stderr)
 			}

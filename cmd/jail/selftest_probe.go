@@ -55,6 +55,7 @@ var probeOps = map[string]func(arg string) (string, error){
 	"hog":               probeHog,
 	"fork-until-eagain": probeForkUntilEAGAIN,
 	"sleep":             probeSleep,
+	"spin":              probeSpin,
 	"decoy":             probeDecoy,
 }
 
@@ -152,7 +153,17 @@ func probeCreate(dir string) (string, error) {
 		return "", err
 	}
 	fh.Close()
-	return "created", os.Remove(path)
+	return undone("created", os.Remove(path)), nil
+}
+
+// undone is the value of an attack that worked and that the probe undid
+// (or tried to): the attack's success is the answer, never the undoing's
+// error, which would read as a refusal.
+func undone(value string, err error) string {
+	if err != nil {
+		return value + " (undoing it: " + errName(err) + ")"
+	}
+	return value
 }
 
 // probeRewrite writes path's own content back to it (the hostname stays
@@ -257,7 +268,7 @@ func probeMountTmpfs(target string) (string, error) {
 	if err := unix.Mount("none", target, "tmpfs", 0, ""); err != nil {
 		return "", os.NewSyscallError("mount", err)
 	}
-	return "mounted", unix.Unmount(target, unix.MNT_DETACH)
+	return undone("mounted", unix.Unmount(target, unix.MNT_DETACH)), nil
 }
 
 // probePtraceAttach attaches to pid and, when that works, detaches again.
@@ -273,7 +284,7 @@ func probePtraceAttach(arg string) (string, error) {
 	}
 	var ws unix.WaitStatus
 	_, _ = unix.Wait4(pid, &ws, unix.WALL, nil) // PTRACE_DETACH needs the tracee stopped
-	return "attached", unix.PtraceDetach(pid)
+	return undone("attached", unix.PtraceDetach(pid)), nil
 }
 
 // probeConnectLoopback connects to TCP port on 127.0.0.1; it never
@@ -400,6 +411,26 @@ func probeSleep(arg string) (string, error) {
 	}
 	time.Sleep(d)
 	return "slept", nil
+}
+
+// probeSpin burns CPU until this process has used arg of CPU time, as
+// its clock counts it.
+func probeSpin(arg string) (string, error) {
+	d, err := time.ParseDuration(arg)
+	if err != nil {
+		return "", err
+	}
+	for {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+			return "", os.NewSyscallError("clock_gettime", err)
+		}
+		if time.Duration(ts.Nano()) >= d {
+			return "spun " + time.Duration(ts.Nano()).Round(time.Millisecond).String(), nil
+		}
+		for i := 0; i < 1e6; i++ { // some work between two looks at the clock
+		}
+	}
 }
 
 // probeDecoy runs on the host, not in a jail: a process with marker in

@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -91,6 +93,48 @@ func TestJudgeStatus(t *testing.T) {
 	}
 }
 
+// TestNothingTriedIsNoPass: a row whose calls got no answer (the probe was
+// killed at them, or never got there) fails as not probed; it used to pass
+// with an empty detail.
+func TestNothingTriedIsNoPass(t *testing.T) {
+	r := probeRun{res: killedAt("openat"), ops: []string{"read /proc/self/status"}}
+	rows := judgeStatus(r, jail.Spec{})
+	for _, row := range rows[:2] {
+		assert.Equal(t, verdictFail, row.Result, "%s: %s", row.Name, row.Detail)
+		assert.Contains(t, row.Detail, "not probed: \"read /proc/self/status\" was refused (killed by seccomp (openat))")
+	}
+	row := refusedRow("x", nil, nil)
+	assert.Equal(t, verdictFail, row.Result)
+	assert.Equal(t, "not probed: no attempt was made", row.Detail)
+
+	host := &selftestHost{marker: "m", markerFile: "/tmp/f"}
+	for _, p := range selftestProbes(host) {
+		if p.name != "host_pids" {
+			continue
+		}
+		// /proc could not be searched: the decoy not being found proves nothing.
+		r := probeRun{res: exited(0), ops: []string{"count-pids /proc", "find-cmdline m"}, answers: []probeAnswer{
+			{Op: "count-pids /proc", Value: "2"}, {Op: "find-cmdline m", Err: "EACCES"}}}
+		rows := p.judge(r)
+		assert.Equal(t, verdictFail, rows[0].Result, rows[0].Detail)
+		assert.Contains(t, rows[0].Detail, "looking for the decoy in /proc: EACCES")
+	}
+}
+
+// TestUndoneIsStillSuccess: an attack that worked is answered as such,
+// whatever undoing it gave; an error there used to read as a refusal.
+func TestUndoneIsStillSuccess(t *testing.T) {
+	dir := t.TempDir()
+	v, err := probeCreate(dir)
+	require.NoError(t, err)
+	assert.Equal(t, "created", v)
+	assert.Equal(t, "created (undoing it: EACCES)", undone("created", syscall.EACCES))
+	r := probeRun{res: exited(0), ops: []string{"create /"}, answers: []probeAnswer{{Op: "create /", Value: undone("created", syscall.EACCES)}}}
+	refused, _, err := r.call("create /")
+	require.NoError(t, err)
+	assert.False(t, refused)
+}
+
 func TestLandlockRow(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -159,9 +203,9 @@ func TestJudgeInterfaces(t *testing.T) {
 
 func TestJudgeLimits(t *testing.T) {
 	peak := func(n int64) *int64 { return &n }
-	host := &selftestHost{spec: jail.Spec{MemoryMaxBytes: 64 << 20, PidsMax: 32}}
-	mem, pids := memoryProbe(host), pidsProbe(host.spec)
-	hog, fork := "hog "+mem.ops[1], "fork-until-eagain "+pids.ops[1]
+	host := &selftestHost{spec: jail.Spec{MemoryMaxBytes: 64 << 20, PidsMax: 32, CPUTime: jail.Duration(5 * time.Second)}}
+	mem, pids, cpu := memoryProbe(host), pidsProbe(host.spec), cpuTimeProbe(host.spec)
+	hog, fork, spin := "hog "+mem.ops[1], "fork-until-eagain "+pids.ops[1], "spin "+cpu.ops[1]
 	tests := []struct {
 		name    string
 		probe   selftestProbe
@@ -173,7 +217,13 @@ func TestJudgeLimits(t *testing.T) {
 		{"memory not limited", mem, exited(0), []probeAnswer{{Op: hog, Value: "touched"}}, verdictFail},
 		{"refused by an rlimit", mem, exited(0), []probeAnswer{{Op: hog, Err: "ENOMEM"}}, verdictWarn},
 		{"memory not enforced", mem, &jail.Result{Status: jail.StatusExited, Isolation: jail.Isolation{NotEnforced: []string{"memory: no"}}}, nil, verdictWarn},
-		{"fork refused", pids, &jail.Result{Status: jail.StatusExited, PidsPeak: peak(32)}, []probeAnswer{{Op: fork, Err: "EAGAIN", Value: "forked=26 threads=5"}}, verdictPass},
+		{"fork refused", pids, &jail.Result{Status: jail.StatusExited, PidsPeak: peak(32), LimitsHit: []string{"pids"}}, []probeAnswer{{Op: fork, Err: "EAGAIN", Value: "forked=26 threads=5"}}, verdictPass},
+		{"fork refused by an rlimit first", pids, &jail.Result{Status: jail.StatusExited, PidsPeak: peak(21)}, []probeAnswer{{Op: fork, Err: "EAGAIN", Value: "forked=14 threads=5"}}, verdictWarn},
+		{"fork killed before it answered", pids, killedAt("clone"), nil, verdictFail},
+		{"cpu time killed", cpu, &jail.Result{Status: jail.StatusCPUTimeExceeded, LimitsHit: []string{"cpu_time"}}, nil, verdictPass},
+		{"cpu time not limited", cpu, exited(0), []probeAnswer{{Op: spin, Value: "spun 2s"}}, verdictFail},
+		{"cpu time not enforced", cpu, &jail.Result{Status: jail.StatusExited, Isolation: jail.Isolation{NotEnforced: []string{"cpu-time: no"}}}, nil, verdictWarn},
+		{"cpu time: the timeout came first", cpu, &jail.Result{Status: jail.StatusTimedOut}, nil, verdictFail},
 		{"fork refused beyond the limit", pids, &jail.Result{Status: jail.StatusExited, PidsPeak: peak(40)}, []probeAnswer{{Op: fork, Err: "EAGAIN"}}, verdictFail},
 		{"fork never refused", pids, exited(0), []probeAnswer{{Op: fork, Value: "forked=48 threads=5"}}, verdictFail},
 		{"fork failed otherwise", pids, exited(0), []probeAnswer{{Op: fork, Err: "ENOMEM"}}, verdictFail},
