@@ -76,6 +76,13 @@ func currentHost() hostFacts {
 	})
 	h := hostCache // the maps are shared: the planner only reads them
 	h.euid, h.egid = os.Geteuid(), os.Getegid()
+	h.rlimitHard = map[string]uint64{} // per call: a process may lower its limits at any time
+	for _, d := range DefaultRlimits {
+		var lim unix.Rlimit
+		if unix.Getrlimit(rlimitResources[d.Name], &lim) == nil {
+			h.rlimitHard[d.Name] = lim.Max
+		}
+	}
 	return h
 }
 

@@ -42,6 +42,9 @@ type hostFacts struct {
 	seccompWaitKillable bool
 	// landlockABI is the kernel's Landlock ABI, 0 without Landlock.
 	landlockABI int
+	// rlimitHard holds this process's hard limits of the DefaultRlimits,
+	// which the jail inherits and cannot raise.
+	rlimitHard map[string]uint64
 }
 
 // launch is a complete, validated plan for one run: what the parent passes
@@ -162,7 +165,7 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 	if l.cloneflags&cloneNewCgroup != 0 {
 		p.Flags |= nsexec.FlagCgroupNS
 	}
-	for _, r := range s.rlimits() {
+	for _, r := range s.rlimits(h.rlimitHard) {
 		p.Rlimits = append(p.Rlimits, nsexec.Rlimit{Resource: rlimitResources[r.Name], Cur: r.Soft, Max: r.Hard})
 	}
 	iso.Seccomp = seccomp.None

@@ -254,6 +254,15 @@ func TestNewLaunch(t *testing.T) {
 				assert.NotEqual(t, 11, r.Resource, "sigpending once, the Spec's")
 			}
 		}},
+		{"defaults lowered to jail's own hard limits", Spec{Rlimits: []Rlimit{{"nproc", 10, 20}}}, func() hostFacts {
+			h := testHost(0, 0)
+			h.rlimitHard = map[string]uint64{"memlock": 64 << 10, "sigpending": 1 << 20, "nproc": 5}
+			return h
+		}(), func(t *testing.T, l *launch) {
+			assert.Contains(t, l.plan.Rlimits, nsexec.Rlimit{Resource: 8, Cur: 64 << 10, Max: 64 << 10}, "memlock: the host's 64 KiB, not 1 MiB")
+			assert.Contains(t, l.plan.Rlimits, nsexec.Rlimit{Resource: 11, Cur: 256, Max: 256}, "sigpending: the default, below the hard limit")
+			assert.Contains(t, l.plan.Rlimits, nsexec.Rlimit{Resource: 6, Cur: 10, Max: 20}, "nproc: the Spec's own, as asked")
+		}},
 		{"hostname and cwd", Spec{Hostname: "box", Cwd: "/work"}, testHost(0, 0), func(t *testing.T, l *launch) {
 			assert.Equal(t, "box", l.plan.Hostname)
 			assert.Equal(t, "/work", l.plan.Cwd)

@@ -251,7 +251,8 @@ const (
 // them one jail could take all of that user's budget, and the host would
 // get EAGAIN from sigqueue and timer_create, and EMFILE from mq_open. No
 // process in a jail can raise a hard limit (that needs CAP_SYS_RESOURCE in
-// the host's user namespace).
+// the host's user namespace); a default above the hard limit jail itself
+// runs with is lowered to it.
 var DefaultRlimits = []Rlimit{
 	{Name: "sigpending", Soft: 256, Hard: 256},
 	{Name: "msgqueue", Soft: 64 << 10, Hard: 64 << 10},
@@ -573,17 +574,24 @@ func (s *Spec) searchPath() []string {
 }
 
 // rlimits are the Spec's rlimits and, for the resources it does not name,
-// the DefaultRlimits.
-func (s *Spec) rlimits() []Rlimit {
+// the DefaultRlimits, each lowered to hard[name] where that is less.
+func (s *Spec) rlimits(hard map[string]uint64) []Rlimit {
 	out := append([]Rlimit{}, s.Rlimits...)
 	for _, d := range DefaultRlimits {
 		named := false
 		for _, r := range s.Rlimits {
 			named = named || r.Name == d.Name
 		}
-		if !named {
-			out = append(out, d)
+		if named {
+			continue
 		}
+		// A default is never more than jail's own hard limit: raising it
+		// would fail (EPERM) for a limit the caller never asked for, and
+		// the lower one bounds the jail already.
+		if h, ok := hard[d.Name]; ok && h < d.Hard {
+			d.Soft, d.Hard = min(d.Soft, h), h
+		}
+		out = append(out, d)
 	}
 	return out
 }

@@ -773,6 +773,17 @@ func TestJailCannotStarveHostBudgets(t *testing.T) {
 	}
 }
 
+// TestDefaultRlimitsBelowTheCallersHard: jail's default rlimits never ask
+// for more than the caller's own hard limit (a 64 KiB memlock was the
+// kernel's default before Linux 5.16): raising it would fail every run over
+// a limit the caller never set. The jail gets the caller's lower one.
+func TestDefaultRlimitsBelowTheCallersHard(t *testing.T) {
+	c := exec.Command("prlimit", "--memlock=65536:65536", jailBin, "run", "--profile", "strict", "--", "sh", "-c", "ulimit -l; ulimit -Hl")
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "64\n64\n", string(out))
+}
+
 // TestPtyMax is finding 7: the jail's devpts has a max=, so one jail cannot
 // take every pty of the pool the host and its containers share.
 func TestPtyMax(t *testing.T) {
