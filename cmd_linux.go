@@ -539,9 +539,14 @@ func (c *Cmd) deathError(when string, err error) error {
 // watch reads the child's reports until the child is gone.
 func (c *Cmd) watch() {
 	defer close(c.monitor)
+	defer c.endStragglers()
 	for {
 		var m nsexec.Msg
-		if _, err := c.recv(&m); err != nil {
+		f, err := c.recv(&m)
+		if f != nil {
+			f.Close() // only set-up sends a descriptor (the terminal)
+		}
+		if err != nil {
 			return
 		}
 		c.mu.Lock()
@@ -568,6 +573,23 @@ func (c *Cmd) watch() {
 	}
 }
 
+// endStragglers ends what is left of a jail without a PID namespace once
+// its PID 1 is gone (the sync socket closed): its processes would run on,
+// holding the pipes of the output os/exec copies, and Wait, which waits
+// for that output, would wait for them. Only its cgroup can name them
+// safely: the workload's process group may be empty by now and its id
+// another's. With a PID namespace the kernel has killed them already.
+func (c *Cmd) endStragglers() {
+	if c.l.cloneflags&cloneNewPID != 0 {
+		return
+	}
+	if c.cg != nil {
+		if err := c.cg.Kill(); err != nil {
+			c.log().Warn("cgroup kill", "err", err)
+		}
+	}
+}
+
 // cpuPoll is how often the CPU time limit is checked; a jail overshoots
 // it by at most its number of running threads times this.
 const cpuPoll = 10 * time.Millisecond
@@ -579,6 +601,8 @@ func (c *Cmd) watchCPUTime(limit time.Duration) {
 	for {
 		select {
 		case <-c.done:
+			return
+		case <-c.monitor: // PID 1 is gone, and nothing more can run up CPU time
 			return
 		case <-t.C:
 			used, err := c.cg.CPUUsage()

@@ -72,9 +72,14 @@ func (r *relay) run() {
 	}
 }
 
-// stop ends the relay and waits for it.
+// stop ends the relay and waits for it. A relay blocked writing into a
+// full pipe nobody reads (a process that kept the pipe and never reads)
+// is woken by closing that pipe.
 func (r *relay) stop() {
 	_, _ = r.stopW.Write([]byte{0})
+	if r.closeDstOnDone {
+		_ = r.dst.Close()
+	}
 	<-r.done
 	r.stopR.Close()
 	r.stopW.Close()

@@ -42,3 +42,6 @@ func (g *Group) Stats() (Stats, error) { return Stats{}, errNotLinux }
 
 // Destroy does nothing.
 func (g *Group) Destroy() error { return nil }
+
+// Kill does nothing off Linux.
+func (g *Group) Kill() error { return nil }

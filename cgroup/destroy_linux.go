@@ -67,6 +67,17 @@ func (g *Group) Destroy() error {
 	return nil
 }
 
+// Kill kills every process in the group and waits until it is empty. The
+// group stays, for Stats and Destroy.
+func (g *Group) Kill() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.removed {
+		return nil
+	}
+	return g.killAll(time.Now().Add(destroyTimeout))
+}
+
 // killAll kills every process in the group and waits until it is empty.
 func (g *Group) killAll(deadline time.Time) error {
 	v2 := g.v2Dir()

@@ -368,6 +368,28 @@ func killVariants(t *testing.T) []killVariant {
 	return variants
 }
 
+// TestKill: Kill empties the group and leaves it in place for Stats and
+// Destroy.
+func TestKill(t *testing.T) {
+	requireRoot(t)
+	g := newGroup(t, Limits{PidsMax: 64}, Options{})
+	c := startIn(t, g, nil, "/bin/sh", "-c", `trap "" TERM; read x; (sleep 1000 &); echo started; sleep 1000`)
+	c.release(t)
+	require.Equal(t, "started", c.readLine(t))
+	require.NoError(t, g.Kill())
+	pids, err := g.procs()
+	require.NoError(t, err)
+	assert.Empty(t, pids)
+	assert.ErrorContains(t, c.cmd.Wait(), "signal: killed")
+	for _, p := range g.Paths() {
+		assert.DirExists(t, p)
+	}
+	_, err = g.Stats()
+	assert.NoError(t, err)
+	require.NoError(t, g.Destroy())
+	assert.NoError(t, g.Kill(), "Kill after Destroy does nothing")
+}
+
 func TestDestroy(t *testing.T) {
 	requireRoot(t)
 	for _, v := range killVariants(t) {

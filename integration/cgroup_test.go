@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -206,4 +209,26 @@ func TestCgroupTCPBuffersCharged(t *testing.T) {
 	require.NoError(t, err, "stdout %q", res.Stdout)
 	assert.LessOrEqual(t, mib, 96, "got %d MiB of TCP buffers under a 64 MiB limit", mib)
 	assert.Greater(t, mib, 8, "the probe queued something at all")
+}
+
+// TestCgroupEndsStragglersWithoutPIDNamespace: without a PID namespace,
+// a process that left the workload's group with setsid outlives PID 1, and
+// holds the pipe jail copies a file stdout from: Wait waited for it (30 s
+// here). The jail's cgroup ends it once PID 1 is gone.
+func TestCgroupEndsStragglersWithoutPIDNamespace(t *testing.T) {
+	requireCgroups(t)
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	require.NoError(t, err)
+	defer out.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c := jailCmd(ctx, "run", "--no-pidns", "--pids", "50", "--", "sh", "-c", "setsid sh -c 'sleep 30; : straggler-30531' & echo started")
+	c.Stdout = out // a regular file: relayed through a pipe, never handed over
+	start := time.Now()
+	require.NoError(t, c.Run(), "jail was killed by the test's deadline: it waited for the straggler")
+	assert.Less(t, time.Since(start), 10*time.Second, "jail waited for the straggler")
+	b, err := os.ReadFile(out.Name())
+	require.NoError(t, err)
+	assert.Equal(t, "started\n", string(b))
+	requireGone(t, "straggler-30531")
 }

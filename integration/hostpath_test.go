@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,27 @@ func TestHostPathsRefuseSymlinks(t *testing.T) {
 		out := strict(t, `cat; echo $GREETING; stat -L -c %F /proc/self/fd/0`, "--stdin", in, "--env-file", env)
 		assert.Equal(t, "hello\nhi\nfifo\n", out, "stdin is a pipe, not the caller's file")
 	})
+}
+
+// TestStdinRelayNotHeldByStragglers: a file given as --stdin is fed through
+// a pipe. A process that keeps that pipe and never reads it (here one that
+// left the workload's group, without a PID namespace or cgroup to end it)
+// left the relay blocked on the full pipe, and Wait with it, until that
+// process ended. Wait now closes the pipe.
+func TestStdinRelayNotHeldByStragglers(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "big")
+	require.NoError(t, os.WriteFile(in, make([]byte, 1<<20), 0o644))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c := jailCmd(ctx, "run", "--no-pidns", "--stdin", in, "--", "sh", "-c", "exec 3<&0; setsid sh -c 'sleep 8; : straggler-8321' <&3 & exit 0")
+	start := time.Now()
+	require.NoError(t, c.Run(), "jail was killed by the test's deadline")
+	assert.Less(t, time.Since(start), 6*time.Second, "Wait waited for the process holding stdin")
+	for _, pid := range processesMatching("straggler-8321") { // ours: it has the marker of this test
+		if n, err := strconv.Atoi(pid); err == nil {
+			_ = unix.Kill(n, unix.SIGKILL)
+		}
+	}
 }
 
 // TestInheritedDescriptorsClosed: a descriptor that jail's caller lets jail
