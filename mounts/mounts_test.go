@@ -1,6 +1,7 @@
 package mounts
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -176,5 +177,19 @@ func TestOpenSource(t *testing.T) {
 			defer s.Close()
 			assert.Equal(t, tc.path, s.Path)
 		})
+	}
+}
+
+// BenchmarkExposesManyMounts: a directory source with 5,000 mounts below it
+// (a container host's /var), each on a file system of its own.
+func BenchmarkExposesManyMounts(b *testing.B) {
+	t := Table{{ID: 1, Major: 8, Minor: 1, Root: "/", Mountpoint: "/", FSType: "ext4"}}
+	for i := range 5000 {
+		t = append(t, MountInfo{ID: 100 + i, Major: 0, Minor: 100 + i, Root: "/", Mountpoint: fmt.Sprintf("/var/lib/kubelet/pods/%d/volume", i), FSType: "tmpfs"})
+	}
+	for b.Loop() {
+		if what := t.Exposes(1, "/var", true); what != "" {
+			b.Fatal(what)
+		}
 	}
 }

@@ -67,12 +67,13 @@ func rel(p, dir string) string {
 // file system type, or the same directory being reachable at a sensitive
 // host path through any mount of the same file system (a bind mount of
 // /run/user at /srv/x is the host's /run/user, whatever its path says).
-func (t Table) sensitiveMount(m MountInfo, fsPath string) (string, bool) {
+// The mounts of m's file system come from byDev (see [Table.byDev]).
+func (t Table) sensitiveMount(m MountInfo, fsPath string, byDev map[[2]int][]MountInfo) (string, bool) {
 	if kernelFSTypes[m.FSType] {
 		return "a " + m.FSType + " file system", true
 	}
-	for _, e := range t {
-		if e.Major != m.Major || e.Minor != m.Minor || !within(fsPath, e.Root) {
+	for _, e := range byDev[[2]int{m.Major, m.Minor}] {
+		if !within(fsPath, e.Root) {
 			continue
 		}
 		same := path.Join(e.Mountpoint, rel(fsPath, e.Root))
@@ -84,6 +85,18 @@ func (t Table) sensitiveMount(m MountInfo, fsPath string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// byDev groups the table's mounts by file system (device number), so that
+// judging every mount below a source is not quadratic in the size of the
+// table (thousands of mounts on a container host).
+func (t Table) byDev() map[[2]int][]MountInfo {
+	m := make(map[[2]int][]MountInfo)
+	for _, e := range t {
+		k := [2]int{e.Major, e.Minor}
+		m[k] = append(m[k], e)
+	}
+	return m
 }
 
 // Exposes says whether a bind of hostPath (absolute, without symlinks, on
@@ -99,9 +112,10 @@ func (t Table) Exposes(mntID int, hostPath string, dir bool) string {
 		}
 		return "is sensitive (below " + rule + ")"
 	}
+	byDev := t.byDev()
 	if m, ok := t.byID(mntID, hostPath); ok && within(hostPath, m.Mountpoint) {
 		fsPath := path.Join(m.Root, rel(hostPath, m.Mountpoint))
-		if what, bad := t.sensitiveMount(m, fsPath); bad {
+		if what, bad := t.sensitiveMount(m, fsPath, byDev); bad {
 			return "is " + what
 		}
 	}
@@ -112,7 +126,7 @@ func (t Table) Exposes(mntID int, hostPath string, dir bool) string {
 		if sub.Mountpoint == hostPath || !within(sub.Mountpoint, hostPath) {
 			continue
 		}
-		if what, bad := t.sensitiveMount(sub, sub.Root); bad {
+		if what, bad := t.sensitiveMount(sub, sub.Root, byDev); bad {
 			return fmt.Sprintf("carries the mount at %s, which is %s", sub.Mountpoint, what)
 		}
 	}
