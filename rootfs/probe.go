@@ -1,9 +1,9 @@
 package rootfs
 
 import (
-	"bufio"
 	"os"
-	"strings"
+
+	"github.com/jailrt/jail/mounts"
 )
 
 // Probe looks at the host paths a plan needs (see [HostPaths]) plus extra
@@ -43,27 +43,22 @@ func (h *Host) Add(paths ...string) {
 	}
 }
 
-// RootIsInitramfs reports whether / is the initramfs: its mountinfo line
-// has the file system type "rootfs" (proc_pid_mountinfo(5): the type is the
-// first field after the " - " separator). Equivalent to
-// `findmnt -n -o FSTYPE /` printing rootfs.
+// RootIsInitramfs reports whether / is the initramfs: the mount on top of
+// / (the last with that mount point in /proc/self/mountinfo) has the file
+// system type "rootfs". Equivalent to `findmnt -n -o FSTYPE /` printing
+// rootfs.
 func RootIsInitramfs() bool {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || fields[4] != "/" {
-			continue
-		}
-		for i, f := range fields {
-			if f == "-" && i+1 < len(fields) {
-				return fields[i+1] == "rootfs"
-			}
+	t, err := mounts.ReadTable()
+	return err == nil && rootFSType(t) == "rootfs"
+}
+
+// rootFSType is the file system type of the mount on top of / in t.
+func rootFSType(t mounts.Table) string {
+	fs := ""
+	for _, m := range t {
+		if m.Mountpoint == "/" {
+			fs = m.FSType
 		}
 	}
-	return false
+	return fs
 }

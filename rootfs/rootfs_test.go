@@ -130,3 +130,14 @@ func TestBuildInvariants(t *testing.T) {
 	_, err = Build(Config{}, Host{})
 	assert.Error(t, err, "a host without an attach point")
 }
+
+// TestRootFSType: the mount on top of / counts, the last in mountinfo
+// order (a VM's initramfs with its real root mounted over it is not one).
+func TestRootFSType(t *testing.T) {
+	initramfs := mounts.MountInfo{ID: 1, Mountpoint: "/", FSType: "rootfs"}
+	ext4 := mounts.MountInfo{ID: 20, Mountpoint: "/", FSType: "ext4"}
+	proc := mounts.MountInfo{ID: 21, Mountpoint: "/proc", FSType: "proc"}
+	assert.Equal(t, "rootfs", rootFSType(mounts.Table{initramfs, proc}))
+	assert.Equal(t, "ext4", rootFSType(mounts.Table{initramfs, ext4, proc}))
+	assert.Equal(t, "", rootFSType(mounts.Table{proc}))
+}
