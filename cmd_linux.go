@@ -71,7 +71,7 @@ func currentHost() hostFacts {
 			}
 		}
 		hostCache.fs = rootfs.Probe()
-		hostCache.seccompWaitKillable = probeSeccompWaitKillable()
+		hostCache.seccompWaitKillable = seccomp.ProbeWaitKillable()
 		hostCache.landlockABI = landlock.ProbeABI()
 	})
 	h := hostCache // the maps are shared: the planner only reads them
@@ -84,16 +84,6 @@ func currentHost() hostFacts {
 		}
 	}
 	return h
-}
-
-// probeSeccompWaitKillable reports whether the kernel has
-// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19). seccomp(2) checks
-// the flags before it reads the program, so a NULL program gives EFAULT
-// when they are known and EINVAL when they are not; nothing is loaded.
-func probeSeccompWaitKillable() bool {
-	const setModeFilter, newListener, waitKillableRecv = 1, 1 << 3, 1 << 5
-	_, _, e := unix.Syscall(unix.SYS_SECCOMP, setModeFilter, newListener|waitKillableRecv, 0)
-	return e == unix.EFAULT
 }
 
 // openSources opens the host paths of the plan that validation did not

@@ -166,6 +166,9 @@ type seccompFacts struct {
 	// ActionsAvail is /proc/sys/kernel/seccomp/actions_avail, valid if ActionsErr is nil.
 	ActionsAvail string
 	ActionsErr   error
+	// NoWaitKillable: the kernel lacks SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+	// (Linux 5.19), which a policy that kills needs (see jail.Spec).
+	NoWaitKillable bool
 }
 
 // seccompFeature judges seccomp support.
@@ -197,6 +200,11 @@ func seccompFeature(s seccompFacts) Feature {
 		if a == "kill_process" {
 			f.Verdict = OK
 			f.Detail = fmt.Sprintf("%s; actions %s", mode, strings.Join(actions, " "))
+			if s.NoWaitKillable {
+				f.Verdict = Warn
+				f.Detail += "; no SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV: a signal could make a call the policy kills return EINTR instead, so the default and strict policies are refused (--allow-unenforced runs them without it)"
+				f.Fix = "use Linux 5.19 or later"
+			}
 			return f
 		}
 	}

@@ -16,7 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jailrt/jail/cgroup"
+	"github.com/jailrt/jail/landlock"
 	"github.com/jailrt/jail/rootfs"
+	"github.com/jailrt/jail/seccomp"
 )
 
 // probeTimeout bounds the user namespace probe; /bin/true exits in about a
@@ -162,6 +164,7 @@ func probeSeccomp() seccompFacts {
 	s.Mode = mode
 	actions, err := os.ReadFile("/proc/sys/kernel/seccomp/actions_avail")
 	s.ActionsAvail, s.ActionsErr = strings.TrimSpace(string(actions)), err
+	s.NoWaitKillable = !seccomp.ProbeWaitKillable()
 	return s
 }
 
@@ -169,11 +172,7 @@ func probeSeccomp() seccompFacts {
 // Equivalent to landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 // requires Linux 5.13.
 func checkLandlock() Feature {
-	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	if errno != 0 {
-		return landlockFeature(0, errno)
-	}
-	return landlockFeature(int(abi), nil)
+	return landlockFeature(landlock.Probe())
 }
 
 // checkNftables opens and closes a NETLINK_NETFILTER socket.

@@ -137,6 +137,12 @@ func TestSeccompFeature(t *testing.T) {
 			wantDetail:  "mode 2 (this process is already filtered; jail's filter stacks on it); actions " + actions,
 		},
 		{
+			name:        "no killable wait (before Linux 5.19)",
+			facts:       seccompFacts{StatusLine: "0", Mode: 0, ActionsAvail: actions, NoWaitKillable: true},
+			wantVerdict: Warn,
+			wantDetail:  "mode 0; actions " + actions + "; no SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV: a signal could make a call the policy kills return EINTR instead, so the default and strict policies are refused (--allow-unenforced runs them without it)",
+		},
+		{
 			name:        "old kernel without kill_process",
 			facts:       seccompFacts{StatusLine: "0", ActionsAvail: "kill trap errno trace allow"},
 			wantVerdict: Warn,
