@@ -2,7 +2,6 @@ package jail
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -853,7 +852,7 @@ func encodeOutput(b *capture.Buffer) (string, string) {
 	if s := b.String(); utf8.ValidString(s) {
 		return s, "utf-8"
 	}
-	return base64.StdEncoding.EncodeToString(b.Bytes()), "base64"
+	return b.Base64(), "base64"
 }
 
 func errOrEOF(err error) error {

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"encoding/base64"
 	"math"
 	"strconv"
 	"strings"
@@ -185,6 +186,28 @@ func (b *Buffer) Bytes() []byte {
 	out = append(out, marker...)
 	out = append(out, b.tail[b.start:]...)
 	return append(out, b.tail[:b.start]...)
+}
+
+// Base64 returns Bytes in standard base64, encoded from the buffer in
+// place: for output near the limit, no second copy of it is made.
+func (b *Buffer) Base64() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var sb strings.Builder
+	segs := [][]byte{b.head, b.tail}
+	n := len(b.head) + len(b.tail)
+	if b.total > b.limit {
+		marker := []byte("\n[jail: " + strconv.FormatInt(b.total-int64(len(b.head))-int64(len(b.tail)), 10) + " bytes dropped]\n")
+		segs = [][]byte{b.head, marker, b.tail[b.start:], b.tail[:b.start]}
+		n += len(marker)
+	}
+	sb.Grow(base64.StdEncoding.EncodedLen(n))
+	enc := base64.NewEncoder(base64.StdEncoding, &sb)
+	for _, seg := range segs {
+		_, _ = enc.Write(seg) // a strings.Builder does not fail
+	}
+	_ = enc.Close()
+	return sb.String()
 }
 
 // cutHead returns the length of the longest prefix of head that does not end

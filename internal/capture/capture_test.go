@@ -2,8 +2,10 @@ package capture_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -406,4 +408,21 @@ func TestBytesExact(t *testing.T) {
 	_, _ = b.Write([]byte{1, 2, 3, 4, 5, 6})
 	// 12 bytes, limit 8: head 6, tail 2, 4 dropped.
 	assert.Equal(t, append(append(in, marker(4)...), 5, 6), b.Bytes())
+}
+
+// TestBase64IsBytes: Base64, encoded in place, is the base64 of Bytes,
+// whatever the limit and however the ring has wrapped.
+func TestBase64IsBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, limit := range []int64{0, 1, 7, 64, 1000} {
+		b := capture.New(limit)
+		for range 50 {
+			p := make([]byte, rng.IntN(40))
+			for i := range p {
+				p[i] = byte(rng.IntN(256))
+			}
+			_, _ = b.Write(p)
+			require.Equal(t, base64.StdEncoding.EncodeToString(b.Bytes()), b.Base64(), "limit %d", limit)
+		}
+	}
 }
