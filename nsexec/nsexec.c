@@ -364,15 +364,18 @@ static int open_host(const struct plan *p, const char *path, uint32_t k)
 	return fd;
 }
 
+/* The host sources open_host opened and checked, by source number, while
+ * open_sources runs: one source serves many ops (/dev/null masks a dozen
+ * /proc files), and is opened and checked once. */
+static int host_fds[MAX_SOURCE_FDS + 1];
+
 /* clone_source makes the detached tree of a bind from the host: a recursive
  * clone (open_tree, like mount --rbind) of the checked source. */
 static int clone_source(const struct plan *p, const struct mount_op *m)
 {
-	int sfd = open_host(p, m->source, m->src);
-	if (sfd < 0) return -1;
-	int fd = sys_open_tree(sfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
-	{ int e = errno; close(sfd); errno = e; }
-	return fd;
+	int *sfd = &host_fds[m->src];
+	if (*sfd < 0 && (*sfd = open_host(p, m->source, m->src)) < 0) return -1;
+	return sys_open_tree(*sfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
 }
 
 /* detached_tree returns a mount fd for op m, not yet attached anywhere: a
@@ -495,14 +498,20 @@ static int make_root_rslave(struct plan *p)
  * its attach point). */
 static int open_sources(struct plan *p)
 {
-	if (p->root.kind == OP_BIND && (p->root.tree_fd = clone_source(p, &p->root)) < 0) return -1;
-	for (size_t i = 0; i < p->nmounts; i++) {
+	int r = 0;
+	for (uint32_t k = 0; k <= p->source_fds; k++) host_fds[k] = -1;
+	if (p->root.kind == OP_BIND && (p->root.tree_fd = clone_source(p, &p->root)) < 0) r = -1;
+	for (size_t i = 0; r == 0 && i < p->nmounts; i++) {
 		struct mount_op *m = &p->mounts[i];
 		if (m->kind != OP_BIND || (m->flags & OPF_SRC_IN_ROOT)) continue;
 		m->tree_fd = clone_source(p, m);
-		if (m->tree_fd < 0 && !(errno == ENOENT && (m->flags & OPF_OPTIONAL))) { failed_op = (int)i; return -1; }
+		if (m->tree_fd < 0 && !(errno == ENOENT && (m->flags & OPF_OPTIONAL))) { failed_op = (int)i; r = -1; }
 	}
-	return 0;
+	int e = errno;
+	for (uint32_t k = 0; k <= p->source_fds; k++)
+		if (host_fds[k] >= 0) close(host_fds[k]);
+	errno = e;
+	return r;
 }
 
 /* enter_root_copy runs when / is the initramfs (rootfs), which has no
