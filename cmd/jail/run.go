@@ -86,9 +86,9 @@ or was not found.`,
 	}
 	fl := cmd.Flags()
 	f.register(fl)
-	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own; with --json the default is none), none (/dev/null), or a FILE (a regular file or a pipe, fed through a pipe; /dev/fd/N for <(cmd))")
+	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own; with --json the default is none), none (/dev/null), or a FILE (a regular file, fed through a pipe; a pipe, handed over as it is; /dev/fd/N for <(cmd))")
 	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
-	fl.BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal of its own (a new pty inside the jail), relayed to yours in raw mode; stdout and stderr become one stream")
+	fl.BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal of its own (a new pty inside the jail), relayed to yours in raw mode; stdout and stderr become one stream; not with --json")
 	fl.StringVar(&f.report, "report", "", "also write the JSON result to `FILE` (replaced by a new file; its directory is opened before the run)")
 	return cmd
 }
@@ -114,8 +114,8 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.killGrace, "kill-grace", 0, "at the timeout send SIGTERM first and SIGKILL after this long")
 	fl.StringVar(&f.outputLimit, "output-limit", "", "bytes of stdout and of stderr kept with --json (head and tail), e.g. 1M")
 	fl.StringVar(&f.tmpSize, "tmp-size", "", "size of the jail's /tmp, e.g. 64M")
-	fl.StringVar(&f.shmSize, "shm-size", "", "size of the jail's /dev/shm, e.g. 16M (default 64M)")
-	fl.IntVar(&f.ptyMax, "pty-max", 0, "most pseudo-terminals the jail may have at once (default 16)")
+	fl.StringVar(&f.shmSize, "shm-size", "", "size of the jail's /dev/shm, e.g. 16M (strict 16M, default 64M)")
+	fl.IntVar(&f.ptyMax, "pty-max", 0, "most pseudo-terminals the jail may have at once, at most 4096 (default 16)")
 	fl.StringVar(&f.memory, "memory", "", "memory limit of the whole jail (cgroup), e.g. 256M; beyond it the OOM killer ends the run (oom_killed)")
 	fl.StringVar(&f.swap, "swap", "", "swap the jail may use beyond --memory (default: none)")
 	fl.Int64Var(&f.pids, "pids", 0, "most processes and threads the jail may have at once (cgroup pids.max)")
@@ -126,7 +126,7 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.cgroupParent, "cgroup-parent", "", "create the jail's cgroup under `CGROUP` instead of jail's own cgroup (relative, /absolute, or a /sys/fs/cgroup/... directory)")
 	fl.StringArrayVar(&f.rlimits, "rlimit", nil, "resource limit `NAME=SOFT[:HARD]`, e.g. nofile=256 or stack=8388608:unlimited (repeatable)")
 	fl.StringVar(&f.seccomp, "seccomp", "", "seccomp policy: a built-in `NAME` (default, strict), a policy FILE, or none (see `jail seccomp list`; default: the profile's)")
-	fl.StringVar(&f.landlock, "landlock", "", "the Landlock second wall: auto (what this kernel has; the report says what it lacks), require (refuse a kernel below ABI 6), or off")
+	fl.StringVar(&f.landlock, "landlock", "", "the Landlock second wall: auto (what this kernel has; the report says what it lacks), require (refuse a kernel below ABI 6, unless --allow-unenforced; needs a mount namespace), or off (default auto)")
 	fl.BoolVar(&f.seccompLog, "seccomp-log", false, "report every call the seccomp policy denies (seccomp_denials), not only kills")
 	fl.BoolVar(&f.allowUnenforced, "allow-unenforced", false, "run even if something asked for cannot be enforced here; the report lists it")
 	fl.BoolVar(&f.allowSensitive, "allow-sensitive-sources", false, "allow bind sources under /proc, /sys, /dev, /boot, /run, the whole /etc or /")
