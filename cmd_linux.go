@@ -334,13 +334,14 @@ func (c *Cmd) Start() (retErr error) {
 			c.abort()
 			return c.fail("terminal", err)
 		}
+		if err := c.startTerminal(); err != nil {
+			c.abort()
+			return c.fail("terminal", err)
+		}
 	}
 	c.begin = time.Now()
 	if err := c.send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
 		c.log().Debug("send go", "err", err)
-	}
-	if c.pty != nil {
-		c.startTerminal()
 	}
 	if c.stdinRelay != nil {
 		go c.stdinRelay.run() // only now: no input is taken from the caller for a jail that never ran
@@ -370,8 +371,9 @@ func (c *Cmd) abort() {
 }
 
 // startTerminal relays the workload's terminal: what it prints to Stdout
-// (and the capture), and Stdin into it.
-func (c *Cmd) startTerminal() {
+// (and the capture), and Stdin into it (the relay starts with the
+// workload, as for a jail without a terminal).
+func (c *Cmd) startTerminal() error {
 	out := io.Discard
 	switch {
 	case c.Capture:
@@ -385,12 +387,15 @@ func (c *Cmd) startTerminal() {
 		_, _ = io.Copy(out, c.pty) // until EIO: every descriptor of the terminal's other side is closed
 	}()
 	if f, ok := c.Stdin.(*os.File); ok {
-		if r, err := newRelay(f, c.pty, false); err == nil {
-			c.stdinRelay = r
+		r, err := newRelay(f, c.pty, false)
+		if err != nil {
+			return err
 		}
+		c.stdinRelay = r
 	} else if c.Stdin != nil {
 		go func() { _, _ = io.Copy(c.pty, c.Stdin) }() // ends with Stdin, or at the first write after the jail
 	}
+	return nil
 }
 
 // Resize sets the size of the workload's terminal (Cmd.TTY); the kernel
