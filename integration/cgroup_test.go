@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,4 +232,16 @@ func TestCgroupEndsStragglersWithoutPIDNamespace(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "started\n", string(b))
 	requireGone(t, "straggler-30531")
+}
+
+// TestCgroupLeakCheckSeesGroups: the suite's leak check (hostState) finds
+// a running jail's cgroups where it looks; were it looking in the wrong
+// place, it would pass on every leak.
+func TestCgroupLeakCheckSeesGroups(t *testing.T) {
+	requireCgroups(t)
+	c := jailCmd(t.Context(), "run", "--pids", "16", "--", "sleep", "30")
+	require.NoError(t, c.Start())
+	defer func() { _ = c.Process.Signal(syscall.SIGTERM); _ = c.Wait() }() // jail forwards it, and removes its groups
+	assert.Eventually(t, func() bool { return len(jailCgroups()) > 0 }, 10*time.Second, 10*time.Millisecond,
+		"the leak check sees no cgroup of a running jail")
 }

@@ -156,10 +156,16 @@ func run(args []string, stdout, stderr io.Writer) (pass bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("our pid namespace: %w", err)
 	}
+	cgroupDirs := ownCgroupDirs()
+	if len(cgroupDirs) == 0 {
+		// The runs have limits, so jail makes groups below ours: without
+		// a directory to look in, a leaked group would go unseen.
+		return false, errors.New("no cgroup directory of this process found under /sys/fs/cgroup: the soak could not see leaked groups")
+	}
 	r := &runner{
 		jail:       jailPath,
 		env:        append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") }), "TMPDIR="+privateTmp),
-		cgroupDirs: ownCgroupDirs(),
+		cgroupDirs: cgroupDirs,
 		settle:     c.settle,
 		pidNS:      pidNS,
 		started:    map[[2]uint64]bool{},

@@ -176,7 +176,12 @@ func (r *runner) do(p plan, trackEvery time.Duration) outcome {
 	// The jail's cgroups are named after its pid and start time; pids are
 	// reused (pid_max is 32768 here), start times tell them apart. Read
 	// while the process exists (it stays until reaped).
-	jailStart, _ := procfs.ReadStat(jailPID)
+	jailStart, ok := procfs.ReadStat(jailPID)
+	if !ok {
+		// Without its start time the run's groups could not be told from
+		// other jails', and a leak of them would go unseen.
+		o.fail("start", "reading /proc/%d/stat of the jail just started", jailPID)
+	}
 	r.mu.Lock()
 	r.started[[2]uint64{uint64(jailPID), jailStart.StartTime}] = true
 	r.mu.Unlock()
