@@ -22,6 +22,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // These tests create real cgroups below the cgroups the test process runs
@@ -487,12 +489,8 @@ func (g *Group) procs() ([]int, error) {
 // deadOrZombie reports whether pid has exited (its parent may not have
 // reaped it yet).
 func deadOrZombie(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z")
+	st, ok := procfs.ReadStat(pid)
+	return !ok || st.State == 'Z'
 }
 
 func TestParallelNewDestroy(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // namePrefix starts the name of every per-run group, so that [Prune]
@@ -60,23 +62,11 @@ func parseName(name string) (owner, bool) {
 	return owner{PID: int(nums[0]), StartTime: nums[1], PIDNS: nums[2], Seq: nums[3]}, true
 }
 
-// parseStatStartTime returns field 22 (starttime) of /proc/PID/stat. The
-// second field, the command name, is in parentheses and may contain spaces
-// and parentheses, so fields are counted after the last ')'.
+// parseStatStartTime returns field 22 (starttime) of /proc/PID/stat.
 func parseStatStartTime(stat string) (uint64, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/PID/stat: no ')'")
+	st, ok := procfs.ParseStat([]byte(stat))
+	if !ok {
+		return 0, fmt.Errorf("parse /proc/PID/stat: %.40q", stat)
 	}
-	// After ')' come fields 3 (state) onwards.
-	fields := strings.Fields(stat[i+1:])
-	const field = 22 - 3
-	if len(fields) <= field {
-		return 0, fmt.Errorf("parse /proc/PID/stat: %d fields after the command, want more than %d", len(fields), field)
-	}
-	n, err := strconv.ParseUint(fields[field], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse /proc/PID/stat starttime: %w", err)
-	}
-	return n, nil
+	return st.StartTime, nil
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // secretFile is a file only the caller may read, outside anything bound
@@ -153,11 +154,13 @@ func TestInheritedDescriptorsClosed(t *testing.T) {
 	defer func() { c.Process.Kill(); c.Wait() }()
 
 	children := func(pid string) []string { // of every thread: Go forks from any
+		n, err := strconv.Atoi(pid)
+		if err != nil {
+			return nil // not found yet
+		}
 		var kids []string
-		files, _ := filepath.Glob(fmt.Sprintf("/proc/%s/task/*/children", pid))
-		for _, f := range files {
-			b, _ := os.ReadFile(f)
-			kids = append(kids, strings.Fields(string(b))...)
+		for _, k := range procfs.Children(n) {
+			kids = append(kids, strconv.Itoa(k))
 		}
 		return kids
 	}

@@ -44,8 +44,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jailrt/jail/bench/internal/procfs"
 	"github.com/jailrt/jail/bench/internal/stats"
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/jailrt/jail/bench/internal/procfs"
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // host is a snapshot of what jail runs must never leave on the host.

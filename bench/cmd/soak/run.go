@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jailrt/jail/bench/internal/procfs"
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // plan is what one run will do. Every plan is drawn before the first run

@@ -1,4 +1,4 @@
-// Package procfs reads the few /proc files the bench tools look at: a
+// Package procfs reads the few /proc files jail and its tools look at: a
 // process's children, command name and start time.
 package procfs
 
