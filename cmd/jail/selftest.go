@@ -879,10 +879,7 @@ func timeoutProbe(spec jail.Spec) selftestProbe {
 		adjust: func(s *jail.Spec) { s.Timeout = jail.Duration(timeout) },
 		judge: func(r probeRun) []selftestRow {
 			row := selftestRow{Name: name}
-			shortened := ""
-			if timeout < time.Duration(spec.Timeout) {
-				shortened = fmt.Sprintf(" (the profile's %s, shortened for this probe)", time.Duration(spec.Timeout))
-			}
+			shortened := shortenedNote(timeout, time.Duration(spec.Timeout))
 			switch r.res.Status {
 			case jail.StatusTimedOut:
 				row.Result = verdictPass
@@ -896,6 +893,14 @@ func timeoutProbe(spec jail.Spec) selftestProbe {
 			return []selftestRow{row}
 		},
 	}
+}
+
+// shortenedNote says that a probe used a shorter limit than the profile's.
+func shortenedNote(used, profile time.Duration) string {
+	if used < profile {
+		return fmt.Sprintf(" (the profile's %s, shortened for this probe)", profile)
+	}
+	return ""
 }
 
 // cpuTimeProbe burns more CPU time than the limit allows: the jail must
@@ -919,10 +924,7 @@ func cpuTimeProbe(spec jail.Spec) selftestProbe {
 		},
 		judge: func(r probeRun) []selftestRow {
 			row := selftestRow{Name: name}
-			shortened := ""
-			if limit < time.Duration(spec.CPUTime) {
-				shortened = fmt.Sprintf(" (the profile's %s, shortened for this probe)", time.Duration(spec.CPUTime))
-			}
+			shortened := shortenedNote(limit, time.Duration(spec.CPUTime))
 			if ne := notEnforced(r.res, "cpu-time"); ne != "" {
 				row.Result, row.Detail = verdictWarn, "not enforced here (--allow-unenforced): "+ne
 				return []selftestRow{row}
