@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // Set by TestMain.
@@ -137,21 +138,10 @@ func jailCgroups() []string {
 }
 
 func allJailCgroups() []string {
-	b, _ := os.ReadFile("/proc/self/cgroup")
 	var found []string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		dirs := []string{"/sys/fs/cgroup" + parts[2], "/sys/fs/cgroup/unified" + parts[2]}
-		if parts[1] != "" {
-			dirs = []string{"/sys/fs/cgroup/" + strings.TrimPrefix(parts[1], "name=") + parts[2]}
-		}
-		for _, d := range dirs {
-			m, _ := filepath.Glob(filepath.Join(d, "jail-*"))
-			found = append(found, m...)
-		}
+	for _, d := range procfs.OwnCgroupDirs() {
+		m, _ := filepath.Glob(filepath.Join(d, "jail-*"))
+		found = append(found, m...)
 	}
 	return found
 }

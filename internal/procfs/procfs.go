@@ -1,5 +1,6 @@
 // Package procfs reads the few /proc files jail and its tools look at: a
-// process's children, command name and start time.
+// process's children, command name and start time, and this process's
+// cgroup directories.
 package procfs
 
 import (
@@ -7,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -87,4 +89,32 @@ func ParseStat(b []byte) (st Stat, ok bool) {
 		return Stat{}, false
 	}
 	return Stat{State: f[0][0], PPID: ppid, StartTime: start}, true
+}
+
+// OwnCgroupDirs returns this process's cgroup directory in each hierarchy
+// mounted at the usual places (/sys/fs/cgroup/<controller>, the cgroup2
+// tree at /sys/fs/cgroup or /sys/fs/cgroup/unified), from
+// /proc/self/cgroup: where jail, run from this process without
+// --cgroup-parent, makes its per-run groups. The soak and the integration
+// tests look there for leaked groups (and check that they find a running
+// jail's, so that a host laid out otherwise fails rather than hides them).
+func OwnCgroupDirs() []string {
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	var dirs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		cands := []string{"/sys/fs/cgroup" + parts[2], "/sys/fs/cgroup/unified" + parts[2]}
+		if parts[1] != "" {
+			cands = []string{"/sys/fs/cgroup/" + strings.TrimPrefix(parts[1], "name=") + parts[2]}
+		}
+		for _, d := range cands {
+			if fi, err := os.Stat(d); err == nil && fi.IsDir() && !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs
 }

@@ -187,31 +187,6 @@ func (ob *observer) cgroups(h *host) {
 	}
 }
 
-// ownCgroupDirs returns this process's cgroup directory in each hierarchy,
-// as integration/main_test.go's allJailCgroups finds them: jail creates
-// its per-run groups below the cgroup it runs in (without
-// --cgroup-parent), and the soak's jails run in the soak's.
-func ownCgroupDirs() []string {
-	b, _ := os.ReadFile("/proc/self/cgroup")
-	var dirs []string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		cands := []string{"/sys/fs/cgroup" + parts[2], "/sys/fs/cgroup/unified" + parts[2]}
-		if parts[1] != "" {
-			cands = []string{"/sys/fs/cgroup/" + strings.TrimPrefix(parts[1], "name=") + parts[2]}
-		}
-		for _, d := range cands {
-			if fi, err := os.Stat(d); err == nil && fi.IsDir() && !slices.Contains(dirs, d) {
-				dirs = append(dirs, d)
-			}
-		}
-	}
-	return dirs
-}
-
 // leak is one thing the runs left on the host.
 type leak struct {
 	kind string // one of the leak kinds below

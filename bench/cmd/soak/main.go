@@ -72,6 +72,7 @@ import (
 	"time"
 
 	"github.com/jailrt/jail/bench/internal/stats"
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 func main() {
@@ -156,7 +157,7 @@ func run(args []string, stdout, stderr io.Writer) (pass bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("our pid namespace: %w", err)
 	}
-	cgroupDirs := ownCgroupDirs()
+	cgroupDirs := procfs.OwnCgroupDirs()
 	if len(cgroupDirs) == 0 {
 		// The runs have limits, so jail makes groups below ours: without
 		// a directory to look in, a leaked group would go unseen.
