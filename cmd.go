@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -67,12 +66,19 @@ type Cmd struct {
 	// purpose, to show the second wall holds.
 	testHook func(*launch)
 	l        *launch
-	ec       *exec.Cmd
-	sync     *os.File
-	stdout   *capture.Buffer
-	stderr   *capture.Buffer
-	waitc    chan error
-	monitor  chan struct{}
+	// session is the session a Cmd of Session.Command joins.
+	session *Session
+	// sessionInit is a session's init/ group, its PID 1's (Create).
+	sessionInit *cgroup.Group
+	// ctl is the connection to a session's control socket, held while
+	// the command runs: the session is not idle meanwhile.
+	ctl *os.File
+	// execID names a command of a session in its Result.
+	execID  string
+	child   *nsexec.Child
+	stdout  *capture.Buffer
+	stderr  *capture.Buffer
+	monitor chan struct{}
 	// stdinRelay copies a Stdin file that is not passed through.
 	stdinRelay *relay
 	pty        *os.File      // the master of the workload's terminal (TTY)
@@ -125,6 +131,9 @@ func (c *Cmd) newResult() *Result {
 	}
 	if c.Capture {
 		r.Output = "captured"
+	}
+	if c.session != nil {
+		r.SessionID, r.ExecID = c.session.id, c.execID
 	}
 	r.SeccompDenials = []SeccompDenial{}
 	r.LimitsHit = []string{}

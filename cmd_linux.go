@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -115,11 +113,52 @@ func (l *launch) closeSources() {
 	l.checked.close()
 }
 
+// hostStep is one host-side step of Start, with its undo; Start runs them
+// in order and, when one fails, undoes the ones before in reverse.
+type hostStep struct {
+	name string
+	do   func() error
+	undo func()
+}
+
+// stepError names the step a failure belongs to when it is not the host
+// step's own name (the child stage's, or "host" for a missing feature).
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// runSteps runs steps; on failure it undoes what was done and records the
+// run as failed at the step.
+func (c *Cmd) runSteps(steps []hostStep) error {
+	for i, s := range steps {
+		err := s.do()
+		if err == nil {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			if steps[j].undo != nil {
+				steps[j].undo()
+			}
+		}
+		step := s.name
+		if se, ok := err.(*stepError); ok {
+			step, err = se.step, se.err
+		}
+		return c.fail(step, err)
+	}
+	return nil
+}
+
 // Start validates the Spec, plans the jail, clones the child stage into new
 // namespaces, hands it the plan and lets the workload start once the jail
-// is built. It returns a *SpecError (ErrInvalidSpec), a *FeatureError
-// (ErrNotSupported) or an *InitError, and then Result says the same.
-func (c *Cmd) Start() (retErr error) {
+// is built. For a Cmd of a [Session] it joins the session instead. It
+// returns a *SpecError (ErrInvalidSpec), a *FeatureError (ErrNotSupported)
+// or an *InitError, and then Result says the same.
+func (c *Cmd) Start() error {
 	if c.started {
 		return errors.New("jail: already started")
 	}
@@ -127,135 +166,153 @@ func (c *Cmd) Start() (retErr error) {
 	if c.ctx == nil {
 		c.ctx = context.Background()
 	}
+	if c.session != nil {
+		return c.runSteps(c.joinSteps())
+	}
+	var files []*os.File // the child's cgroup files and host sources
+	steps := []hostStep{
+		{name: "spec", do: c.plan, undo: func() { c.l.closeSources() }},
+		{name: "open host sources", do: func() error {
+			sources, err := c.l.openSources()
+			files = append(files, sources...)
+			return err
+		}},
+		{name: "cgroup", do: func() error {
+			attach, err := c.makeCgroup(&c.Spec, nil)
+			files = append(attach, files...)
+			c.l.plan.CgroupFDs = uint32(len(attach))
+			return err
+		}, undo: c.destroyCgroup},
+		{name: "clone", do: func() error {
+			defer c.l.closeSources() // the child has its own copies
+			defer closeAll(files)
+			return c.spawn(nsexec.InitArg0, files)
+		}, undo: c.abort},
+		{name: "ready", do: c.awaitReady},
+		{name: "go", do: c.release},
+	}
+	return c.runSteps(steps)
+}
+
+// plan validates the Spec and plans the jail and its process.
+func (c *Cmd) plan() error {
 	l, err := newLaunch(&c.Spec, c.Args, currentHost()) // validates the Spec
 	if err != nil {
 		step := "spec"
 		if errors.Is(err, ErrNotSupported) {
 			step = "host"
 		}
-		return c.fail(step, err)
+		return &stepError{step, err}
 	}
 	c.l = l
 	if c.testHook != nil {
 		c.testHook(l)
 	}
 	if c.TTY != nil {
-		l.plan.Flags |= nsexec.FlagTTY
+		l.proc.Flags |= nsexec.FlagTTY
 	}
-	defer l.closeSources() // the child inherits its own copies
-	sources, err := l.openSources()
+	return nil
+}
+
+// makeCgroup makes the run's cgroup when the Spec has limits (under
+// parent, a session's group, when not nil: then always, for its
+// accounting) and returns the cgroup v1 "tasks" files the child joins
+// through.
+func (c *Cmd) makeCgroup(s *Spec, parent *cgroup.Group) ([]*os.File, error) {
+	var g *cgroup.Group
+	var err error
+	switch lim := s.limits(); {
+	case parent != nil:
+		g, err = parent.Sub(fmt.Sprintf("exec-%d-%d", os.Getpid(), execSeq.Add(1)))
+	case lim != (cgroup.Limits{}):
+		g, err = cgroup.New(lim, cgroup.Options{Parent: s.CgroupParent, AllowUnenforced: s.AllowUnenforced})
+	default:
+		return nil, nil
+	}
 	if err != nil {
-		return c.fail("open host sources", err)
+		return nil, err
 	}
-	var attach []*os.File // cgroup v1 tasks files the child writes "0" to
-	if lim := c.Spec.limits(); lim != (cgroup.Limits{}) {
-		g, err := cgroup.New(lim, cgroup.Options{Parent: c.Spec.CgroupParent, AllowUnenforced: c.Spec.AllowUnenforced})
-		if err != nil {
-			return c.fail("cgroup", err)
-		}
-		c.cg = g
-		defer func() {
-			if retErr != nil {
-				_ = g.Destroy()
-			}
-		}()
+	c.cg = g
+	if parent == nil {
 		for _, u := range g.Unenforced() {
-			l.iso.NotEnforced = append(l.iso.NotEnforced, u.String())
+			c.l.iso.NotEnforced = append(c.l.iso.NotEnforced, u.String())
 		}
-		l.iso.Cgroup = map[int]string{0: "none", 1: "v1", 2: "v2"}[g.Version()]
-		if attach, err = g.AttachFiles(); err != nil {
-			return c.fail("cgroup", err)
-		}
-		defer func() {
-			for _, f := range attach {
-				f.Close()
-			}
-		}()
-		l.plan.CgroupFDs = uint32(len(attach))
+		c.l.iso.Cgroup = map[int]string{0: "none", 1: "v1", 2: "v2"}[g.Version()]
 	}
+	return g.AttachFiles()
+}
+
+func (c *Cmd) destroyCgroup() {
+	if c.cg != nil {
+		_ = c.cg.Destroy()
+	}
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// spawn encodes the jail plan and starts the child stage in role arg0
+// with files after its plan and sync descriptors.
+func (c *Cmd) spawn(arg0 string, files []*os.File) error {
+	l := c.l
 	plan, err := l.plan.Encode()
 	if err != nil {
-		return c.fail("encode plan", err)
+		return &stepError{"encode plan", err}
 	}
 	if err := c.ctx.Err(); err != nil {
-		return c.fail("start", err)
+		return &stepError{"start", err}
 	}
-
-	helper := c.HelperPath
-	if helper == "" {
-		helper = "/proc/self/exe"
-	}
-	planR, planW, err := os.Pipe()
-	if err != nil {
-		return c.fail("plan pipe", err)
-	}
-	defer planR.Close()
-	defer planW.Close()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return c.fail("sync socket", os.NewSyscallError("socketpair", err))
-	}
-	c.sync = os.NewFile(uintptr(fds[0]), "jail-sync")
-	childSync := os.NewFile(uintptr(fds[1]), "jail-sync-child")
-	defer childSync.Close()
-	defer func() {
-		if retErr != nil {
-			c.sync.Close()
-		}
-	}()
-
-	ec := &exec.Cmd{
-		Path:       helper,
-		Args:       []string{nsexec.InitArg0},
-		Env:        []string{},                                                          // the child builds the workload's environment from the plan
-		ExtraFiles: append(append([]*os.File{planR, childSync}, attach...), sources...), // fds 3, 4, nsexec.CgroupFD..., nsexec.SourceFD...
-		Stdin:      c.Stdin,
-		Stdout:     c.Stdout,
-		Stderr:     c.Stderr,
+	cfg := nsexec.Config{
+		Path:   c.HelperPath,
+		Arg0:   arg0,
+		Plan:   plan,
+		Files:  files,
+		Stdin:  c.Stdin,
+		Stdout: c.Stdout,
+		Stderr: c.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: l.cloneflags,
-			Pdeathsig:  syscall.SIGKILL,
 		},
 	}
-	if c.cg != nil && c.cg.FD() >= 0 {
+	cg := c.cg
+	if c.sessionInit != nil {
+		cg = c.sessionInit
+		cfg.Detachable = true
+	}
+	if cg != nil && cg.FD() >= 0 {
 		// clone3(CLONE_INTO_CGROUP): in the group from its first instruction.
-		ec.SysProcAttr.UseCgroupFD, ec.SysProcAttr.CgroupFD = true, c.cg.FD()
+		cfg.SysProcAttr.UseCgroupFD, cfg.SysProcAttr.CgroupFD = true, cg.FD()
 	}
 	if c.Capture {
 		c.stdout, c.stderr = capture.New(c.Spec.outputLimit()), capture.New(c.Spec.outputLimit())
-		ec.Stdout, ec.Stderr = tee(c.stdout, c.Stdout), tee(c.stderr, c.Stderr)
+		cfg.Stdout, cfg.Stderr = tee(c.stdout, c.Stdout), tee(c.stderr, c.Stderr)
 	}
-	for _, w := range []*io.Writer{&ec.Stdout, &ec.Stderr} {
+	for _, w := range []*io.Writer{&cfg.Stdout, &cfg.Stderr} {
 		if f, ok := (*w).(*os.File); ok && !passThrough(f) {
 			*w = writerOnly{f} // os/exec pipes and copies it
 		}
 	}
 	if c.TTY != nil {
-		// PID 1 keeps /dev/null; the workload gets the jail's terminal,
-		// which startTerminal relays.
-		ec.Stdin, ec.Stdout, ec.Stderr = nil, nil, nil
+		// The stage keeps /dev/null; the workload gets the jail's
+		// terminal, which startTerminal relays.
+		cfg.Stdin, cfg.Stdout, cfg.Stderr = nil, nil, nil
 	} else if f, ok := c.Stdin.(*os.File); ok && !passThrough(f) {
 		pr, pw, err := os.Pipe()
 		if err != nil {
-			return c.fail("stdin pipe", err)
+			return &stepError{"stdin pipe", err}
 		}
 		defer pr.Close() // the child has its own
 		if c.stdinRelay, err = newRelay(f, pw, true); err != nil {
 			pw.Close()
-			return c.fail("stdin pipe", err)
+			return &stepError{"stdin pipe", err}
 		}
-		defer func() {
-			if retErr != nil { // never started: nothing was read
-				c.stdinRelay.stopR.Close()
-				c.stdinRelay.stopW.Close()
-				pw.Close()
-				c.stdinRelay = nil
-			}
-		}()
-		ec.Stdin = pr
+		cfg.Stdin = pr
 	}
 	if l.userns {
-		a := ec.SysProcAttr
+		a := cfg.SysProcAttr
 		for _, m := range l.uidMap {
 			a.UidMappings = append(a.UidMappings, syscall.SysProcIDMap{ContainerID: int(m.InsideID), HostID: int(m.OutsideID), Size: int(m.Count)})
 		}
@@ -265,109 +322,124 @@ func (c *Cmd) Start() (retErr error) {
 		a.GidMappingsEnableSetgroups = l.setgroups
 		// As root, setuid to the jail's id (a host nobody) before exec;
 		// setgroups drops root's supplementary groups.
-		a.Credential = &syscall.Credential{Uid: l.plan.UID, Gid: l.plan.GID, NoSetGroups: !l.setgroups}
+		a.Credential = &syscall.Credential{Uid: l.proc.UID, Gid: l.proc.GID, NoSetGroups: !l.setgroups}
 		a.AmbientCaps = stageCaps
 		if l.plan.Flags&nsexec.FlagInitramfs != 0 {
 			a.AmbientCaps = append(append([]uintptr{}, stageCaps...), unix.CAP_SYS_CHROOT) // to enter the copy of the initramfs
 		}
 	}
-	c.ec = ec
-
-	// Pdeathsig fires when the thread that forked the child exits
-	// (go.dev/issue/27505), so the child is started and reaped on one
-	// locked thread.
-	started := make(chan error, 1)
-	c.waitc = make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := ec.Start(); err != nil {
-			started <- err
-			return
+	child, err := nsexec.Start(cfg)
+	if err != nil {
+		if c.stdinRelay != nil { // never started: nothing was read
+			c.stdinRelay.drop()
+			c.stdinRelay = nil
 		}
-		started <- nil
-		c.waitc <- ec.Wait()
-	}()
-	if err := <-started; err != nil {
-		return c.fail("clone", cloneError(err))
+		return cloneError(err)
 	}
-	c.log().Debug("child started", "pid", ec.Process.Pid)
+	c.child = child
+	c.log().Debug("child started", "pid", child.Pid())
 	c.done = make(chan struct{})
 	c.armKillers()
-	planR.Close()
-	childSync.Close()
+	return nil
+}
 
-	if _, err := planW.Write(plan); err != nil {
-		c.log().Debug("plan write", "err", err) // the child died; its report or EOF follows
-	}
-	planW.Close()
-
+// awaitReady waits for the child's READY and checks what it joined.
+func (c *Cmd) awaitReady() error {
 	var m nsexec.Msg
-	err = c.recv1(&m)
-	if err == nil && m.Type == nsexec.MsgPTY { // the terminal comes before READY
-		err = c.recv1(&m)
-	}
+	_, err := c.child.Recv(&m)
 	if err != nil || m.Type != nsexec.MsgReady {
-		c.abort()
 		if err == nil && m.Type == nsexec.MsgSetupError {
-			err = c.childError(m)
-			return c.fail(m.Step, err)
+			return &stepError{m.Step, c.childError(m)}
 		}
 		if err == nil {
 			err = fmt.Errorf("unexpected sync message %d", m.Type)
 		}
-		return c.fail("init", c.deathError("before it was ready", err))
+		return &stepError{"init", c.deathError("before it was ready", err)}
 	}
 	if c.cg != nil {
 		// Fail closed: the child joined its v1 hierarchies itself.
-		if err := c.cg.Verify(ec.Process.Pid); err != nil {
-			c.abort()
-			return c.fail("cgroup", err)
+		if err := c.cg.Verify(c.child.Pid()); err != nil {
+			return err
 		}
 	}
-	if c.TTY != nil {
-		if c.pty == nil {
-			c.abort()
-			return c.fail("terminal", c.deathError("before it sent the terminal", io.EOF))
-		}
-		if err := c.Resize(*c.TTY); err != nil {
-			c.abort()
-			return c.fail("terminal", err)
-		}
-		if err := c.startTerminal(); err != nil {
-			c.abort()
-			return c.fail("terminal", err)
-		}
+	return nil
+}
+
+// release sends the process and GO, and starts watching the workload.
+func (c *Cmd) release() error {
+	proc, err := c.l.proc.Encode()
+	if err != nil {
+		c.abort()
+		return &stepError{"encode plan", err}
+	}
+	if err := c.child.SendProcess(proc); err != nil {
+		c.log().Debug("send process", "err", err) // the child died; its report or EOF follows
 	}
 	c.begin = time.Now()
-	if err := c.send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
+	if err := c.child.Send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
 		c.log().Debug("send go", "err", err)
+	}
+	if c.TTY != nil {
+		if err := c.awaitTerminal(); err != nil {
+			c.abort()
+			return &stepError{"terminal", err}
+		}
 	}
 	if c.stdinRelay != nil {
 		go c.stdinRelay.run() // only now: no input is taken from the caller for a jail that never ran
 	}
 	c.monitor = make(chan struct{})
 	go c.watch()
-	if t := time.Duration(c.Spec.CPUTime); t > 0 {
+	if t := time.Duration(c.Spec.CPUTime); t > 0 && c.cg != nil {
 		go c.watchCPUTime(t)
 	}
-	c.log().Info("jail started", "pid", ec.Process.Pid, "namespaces", strings.Join(l.iso.Namespaces, ","))
+	c.log().Info("jail started", "pid", c.child.Pid(), "namespaces", strings.Join(c.l.iso.Namespaces, ","))
 	return nil
 }
 
+// awaitTerminal receives the workload's terminal, which the stage makes
+// after GO, and starts relaying it.
+func (c *Cmd) awaitTerminal() error {
+	var m nsexec.Msg
+	f, err := c.child.Recv(&m)
+	if err == nil && m.Type == nsexec.MsgSetupError {
+		return c.childError(m)
+	}
+	if err != nil || f == nil {
+		if f != nil {
+			f.Close()
+		}
+		return c.deathError("before it sent the terminal", errOrEOF(err))
+	}
+	c.mu.Lock()
+	c.pty = f
+	c.mu.Unlock()
+	if err := c.Resize(*c.TTY); err != nil {
+		return err
+	}
+	return c.startTerminal()
+}
+
 // abort ends a child that has not been told to go, and reaps it; Start's
-// caller then gets the error (the deferred cleanups remove the cgroup).
+// caller then gets the error (the undo of earlier steps removes the cgroup).
 func (c *Cmd) abort() {
+	if c.child == nil {
+		return
+	}
 	c.kill(syscall.SIGKILL)
-	<-c.waitc
+	_ = c.child.Wait()
 	c.stopTimers()
-	c.sync.Close()
+	c.child.Close()
 	c.mu.Lock()
 	if c.pty != nil {
 		c.pty.Close()
 		c.pty = nil
 	}
 	c.mu.Unlock()
+	if c.stdinRelay != nil {
+		c.stdinRelay.drop()
+		c.stdinRelay = nil
+	}
 }
 
 // startTerminal relays the workload's terminal: what it prints to Stdout
@@ -425,82 +497,6 @@ func cloneError(err error) error {
 	return &InitError{Step: "clone", Err: err}
 }
 
-// recv reads one sync message and the descriptor attached to it, if any
-// (MsgPTY carries one); the caller owns the file.
-func (c *Cmd) recv(m *nsexec.Msg) (*os.File, error) {
-	rc, err := c.sync.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, nsexec.MsgSize)
-	oob := make([]byte, unix.CmsgSpace(4))
-	var n, oobn int
-	var rerr error
-	if err := rc.Read(func(fd uintptr) bool {
-		for {
-			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), b, oob, unix.MSG_CMSG_CLOEXEC)
-			if rerr != unix.EINTR {
-				return rerr != unix.EAGAIN
-			}
-		}
-	}); err != nil {
-		return nil, err
-	}
-	var file *os.File
-	if oobn > 0 {
-		if cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-			for _, cm := range cmsgs {
-				fds, _ := unix.ParseUnixRights(&cm)
-				for _, fd := range fds {
-					if file == nil {
-						file = os.NewFile(uintptr(fd), "jail-fd")
-					} else {
-						unix.Close(fd)
-					}
-				}
-			}
-		}
-	}
-	switch {
-	case rerr != nil:
-		err = os.NewSyscallError("recvmsg", rerr)
-	case n == 0:
-		err = io.EOF
-	default:
-		err = m.UnmarshalBinary(b[:n])
-	}
-	if err != nil || m.Type != nsexec.MsgPTY {
-		if file != nil {
-			file.Close() // only MsgPTY carries a descriptor
-		}
-		return nil, err
-	}
-	return file, nil
-}
-
-// recv1 receives a message during setup: a terminal's master is kept as
-// c.pty.
-func (c *Cmd) recv1(m *nsexec.Msg) error {
-	f, err := c.recv(m)
-	if f != nil {
-		if c.pty != nil || c.TTY == nil {
-			f.Close()
-			return errors.New("jail init sent a terminal twice, or unasked")
-		}
-		c.pty = f
-	}
-	return err
-}
-
-func (c *Cmd) send(m nsexec.Msg) error {
-	b, err := m.MarshalBinary()
-	if err != nil {
-		return err
-	}
-	_, err = c.sync.Write(b)
-	return err
-}
-
 // Step names of nsexec.c's run_child that childError explains.
 const (
 	stepOpenSources = "open mount sources"
@@ -524,8 +520,8 @@ func (c *Cmd) childError(m nsexec.Msg) error {
 // deathError explains a child stage that ended without a report.
 func (c *Cmd) deathError(when string, err error) error {
 	state := "exited"
-	if c.ec.ProcessState != nil {
-		state = c.ec.ProcessState.String()
+	if ps := c.child.ProcessState(); ps != nil {
+		state = ps.String()
 	}
 	return fmt.Errorf("jail init ended %s (%s): %w", when, state, err)
 }
@@ -536,7 +532,7 @@ func (c *Cmd) watch() {
 	defer c.endStragglers()
 	for {
 		var m nsexec.Msg
-		f, err := c.recv(&m)
+		f, err := c.child.Recv(&m)
 		if f != nil {
 			f.Close() // only set-up sends a descriptor (the terminal)
 		}
@@ -663,8 +659,8 @@ func (c *Cmd) kill(sig syscall.Signal) {
 	if group > 0 {
 		_ = unix.Kill(-group, sig)
 	}
-	if c.ec != nil && c.ec.Process != nil {
-		_ = c.ec.Process.Signal(sig) // pidfd-backed: never a recycled pid
+	if c.child != nil {
+		_ = c.child.Signal(sig) // pidfd-backed: never a recycled pid
 	}
 }
 
@@ -686,7 +682,7 @@ func (c *Cmd) stopTimers() {
 // Signal sends sig to every process in the jail (to the workload's process
 // group when the jail has no PID namespace).
 func (c *Cmd) Signal(sig os.Signal) error {
-	if c.ec == nil || c.ec.Process == nil {
+	if c.child == nil {
 		return errors.New("jail: not started")
 	}
 	if sig == syscall.SIGKILL {
@@ -695,19 +691,22 @@ func (c *Cmd) Signal(sig os.Signal) error {
 		c.killSent = true
 		c.mu.Unlock()
 	}
-	return c.ec.Process.Signal(sig)
+	return c.child.Signal(sig)
 }
 
 // Wait waits for the jail to end and sets Result. It returns nil when the
 // workload ran, whatever its status, and an *InitError when it could not be
 // executed.
 func (c *Cmd) Wait() error {
-	if c.ec == nil || c.monitor == nil {
+	if c.child == nil || c.monitor == nil {
 		return errors.New("jail: not started")
 	}
-	waitErr := <-c.waitc
+	waitErr := c.child.Wait()
 	<-c.monitor
-	c.sync.Close()
+	c.child.Close()
+	if c.ctl != nil {
+		c.ctl.Close() // the session may count its idle time from now
+	}
 	c.stopTimers()
 	if c.ptyDone != nil {
 		<-c.ptyDone // the jail is gone: the terminal's output ends
@@ -731,7 +730,7 @@ func (c *Cmd) Wait() error {
 		end = time.Now()
 	}
 	r.WallTimeMS = end.Sub(c.begin).Milliseconds()
-	if ps := c.ec.ProcessState; ps != nil {
+	if ps := c.child.ProcessState(); ps != nil {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 			r.CPUUserMS = time.Duration(ru.Utime.Nano()).Milliseconds()
 			r.CPUSystemMS = time.Duration(ru.Stime.Nano()).Milliseconds()

@@ -65,3 +65,17 @@ var errnoNames = map[syscall.Errno]string{
 	syscall.EPIPE: "EPIPE", syscall.ENAMETOOLONG: "ENAMETOOLONG", syscall.ENOSYS: "ENOSYS", syscall.ELOOP: "ELOOP",
 	syscall.EXDEV: "EXDEV", syscall.EPROTO: "EPROTO", syscall.ENODEV: "ENODEV", syscall.ENXIO: "ENXIO",
 }
+
+// Session errors, usable with errors.Is.
+var (
+	// ErrNotFound: no session has that id (for this user).
+	ErrNotFound = errors.New("session not found")
+	// ErrExists: a session with that id exists already.
+	ErrExists = errors.New("session exists")
+	// ErrNotRunning: the session has ended (its deadline passed, or its
+	// PID 1 died), or is paused.
+	ErrNotRunning = errors.New("session not running")
+	// ErrBusy: the session is taking part in another operation that
+	// excludes this one, or cannot take one more process.
+	ErrBusy = errors.New("session busy")
+)

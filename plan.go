@@ -51,6 +51,7 @@ type hostFacts struct {
 // to clone(2) and what the child stage executes.
 type launch struct {
 	plan       nsexec.Plan
+	proc       nsexec.Process
 	cloneflags uintptr
 	userns     bool
 	setgroups  bool // root caller: setgroups is allowed in the new user namespace
@@ -123,7 +124,7 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		iso.UIDMap = []IDMap{{uid, hostUID, 1}}
 		iso.GIDMap = []IDMap{{gid, hostGID, 1}}
 		l.setgroups = true
-		l.plan.Flags |= nsexec.FlagSetgroups
+		l.proc.Flags |= nsexec.FlagSetgroups
 	case l.userns:
 		// Setuid-free: an unprivileged caller can map only its own ids.
 		iso.UIDMap = []IDMap{{uid, uint32(h.euid), 1}}
@@ -131,7 +132,7 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 	case h.euid == 0:
 		// No user namespace: the ids are host ids.
 		uid, gid = hostUID, hostGID
-		l.plan.Flags |= nsexec.FlagSetgroups
+		l.proc.Flags |= nsexec.FlagSetgroups
 	default:
 		if !s.disabled("user") {
 			return nil, &FeatureError{Feature: "user namespace", Reason: "needed by an unprivileged caller, and this kernel does not have it"}
@@ -141,14 +142,14 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 	l.uidMap, l.gidMap = iso.UIDMap, iso.GIDMap
 	iso.UID, iso.GID = uid, gid
 
-	p := &l.plan
-	p.UID, p.GID = uid, gid
-	p.Argv = argv
-	p.Env = s.env()
-	p.Path = s.searchPath()
-	p.Cwd = s.Cwd
-	if p.Cwd == "" {
-		p.Cwd = DefaultCwd
+	p, proc := &l.plan, &l.proc
+	proc.UID, proc.GID = uid, gid
+	proc.Argv = argv
+	proc.Env = s.env()
+	proc.Path = s.searchPath()
+	proc.Cwd = s.Cwd
+	if proc.Cwd == "" {
+		proc.Cwd = DefaultCwd
 	}
 	if l.cloneflags&cloneNewUTS != 0 {
 		p.Hostname = s.Hostname
@@ -166,7 +167,7 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		p.Flags |= nsexec.FlagCgroupNS
 	}
 	for _, r := range s.rlimits(h.rlimitHard) {
-		p.Rlimits = append(p.Rlimits, nsexec.Rlimit{Resource: rlimitResources[r.Name], Cur: r.Soft, Max: r.Hard})
+		proc.Rlimits = append(proc.Rlimits, nsexec.Rlimit{Resource: rlimitResources[r.Name], Cur: r.Soft, Max: r.Hard})
 	}
 	iso.Seccomp = seccomp.None
 	var prog *seccomp.Program
@@ -209,8 +210,8 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		if s.Landlock != LandlockOff {
 			iso.Landlock.Missing = []string{"landlock: no mount namespace, so no mount plan to make rules from"}
 		}
-		if p.Cwd == DefaultCwd && s.Cwd == "" {
-			p.Cwd = "/"
+		if proc.Cwd == DefaultCwd && s.Cwd == "" {
+			proc.Cwd = "/"
 		}
 		return l, nil
 	}

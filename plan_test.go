@@ -57,9 +57,9 @@ func TestNewLaunch(t *testing.T) {
 			assert.Equal(t, l.uidMap, l.iso.UIDMap)
 			assert.Equal(t, l.gidMap, l.iso.GIDMap)
 			assert.True(t, l.setgroups)
-			assert.NotZero(t, l.plan.Flags&nsexec.FlagSetgroups, "got flags %#x, want FlagSetgroups", l.plan.Flags)
-			assert.Equal(t, uint32(1000), l.plan.UID)
-			assert.Equal(t, uint32(1000), l.plan.GID)
+			assert.NotZero(t, l.proc.Flags&nsexec.FlagSetgroups, "got flags %#x, want FlagSetgroups", l.proc.Flags)
+			assert.Equal(t, uint32(1000), l.proc.UID)
+			assert.Equal(t, uint32(1000), l.proc.GID)
 			assert.Equal(t, uint32(1000), l.iso.UID)
 			assert.Equal(t, uint32(1000), l.iso.GID)
 		}},
@@ -74,7 +74,7 @@ func TestNewLaunch(t *testing.T) {
 			assert.Equal(t, uintptr(allCloneFlags), l.cloneflags, "got clone flags %#x, want %#x", l.cloneflags, allCloneFlags)
 			assert.Equal(t, Namespaces, l.iso.Namespaces)
 			assert.Empty(t, l.iso.NotEnforced)
-			want := nsexec.FlagTimeNS | nsexec.FlagLoopback | nsexec.FlagPIDNS | nsexec.FlagMountNS | nsexec.FlagRootRO | nsexec.FlagSetgroups | nsexec.FlagSeccompNotify | nsexec.FlagSeccompWaitKillable | nsexec.FlagCgroupNS
+			want := nsexec.FlagTimeNS | nsexec.FlagLoopback | nsexec.FlagPIDNS | nsexec.FlagMountNS | nsexec.FlagRootRO | nsexec.FlagSeccompNotify | nsexec.FlagSeccompWaitKillable | nsexec.FlagCgroupNS
 			assert.Equal(t, want, l.plan.Flags, "got flags %#x, want %#x", l.plan.Flags, want)
 		}},
 		{"default seccomp policy", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
@@ -122,9 +122,9 @@ func TestNewLaunch(t *testing.T) {
 			assert.NotEmpty(t, l.plan.SeccompRules)
 		}},
 		{"defaults", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
-			assert.Equal(t, argv, l.plan.Argv)
+			assert.Equal(t, argv, l.proc.Argv)
 			assert.Equal(t, DefaultHostname, l.plan.Hostname)
-			assert.Equal(t, DefaultCwd, l.plan.Cwd)
+			assert.Equal(t, DefaultCwd, l.proc.Cwd)
 			assert.Equal(t, "tmpfs", l.iso.Root)
 			assert.Empty(t, l.iso.RootPath)
 			assert.Equal(t, "/tmp", l.plan.Attach)
@@ -137,12 +137,12 @@ func TestNewLaunch(t *testing.T) {
 			assert.Equal(t, []IDMap{{1000, 1000, 1}}, l.uidMap)
 			assert.Equal(t, []IDMap{{1000, 1001, 1}}, l.gidMap)
 			assert.False(t, l.setgroups)
-			assert.Zero(t, l.plan.Flags&nsexec.FlagSetgroups, "got flags %#x, want no FlagSetgroups", l.plan.Flags)
+			assert.Zero(t, l.proc.Flags&nsexec.FlagSetgroups, "got flags %#x, want no FlagSetgroups", l.proc.Flags)
 		}},
 		{"unprivileged caller chooses inside ids", Spec{UID: ptr[uint32](0), GID: ptr[uint32](0)}, testHost(1000, 1001), func(t *testing.T, l *launch) {
 			assert.Equal(t, []IDMap{{0, 1000, 1}}, l.uidMap)
 			assert.Equal(t, []IDMap{{0, 1001, 1}}, l.gidMap)
-			assert.Equal(t, uint32(0), l.plan.UID)
+			assert.Equal(t, uint32(0), l.proc.UID)
 		}},
 		{"kernel without time namespace", Spec{}, testHost(1000, 1000, "time"), func(t *testing.T, l *launch) {
 			assert.Zero(t, l.plan.Flags&nsexec.FlagTimeNS, "got flags %#x, want no FlagTimeNS", l.plan.Flags)
@@ -181,19 +181,19 @@ func TestNewLaunch(t *testing.T) {
 			assert.Empty(t, l.uidMap)
 			assert.Equal(t, []IDMap{}, l.iso.UIDMap, "the report has an empty map, not null")
 			assert.Equal(t, []IDMap{}, l.iso.GIDMap)
-			assert.Equal(t, uint32(65534), l.plan.UID)
-			assert.Equal(t, uint32(65534), l.plan.GID)
+			assert.Equal(t, uint32(65534), l.proc.UID)
+			assert.Equal(t, uint32(65534), l.proc.GID)
 			assert.Equal(t, uint32(65534), l.iso.UID)
-			assert.NotZero(t, l.plan.Flags&nsexec.FlagSetgroups)
+			assert.NotZero(t, l.proc.Flags&nsexec.FlagSetgroups)
 		}},
 		{"root caller without user namespace uses host ids", Spec{DisableNamespaces: []string{"user"}, UID: ptr[uint32](5), HostUID: ptr[uint32](1234), HostGID: ptr[uint32](5678)}, testHost(0, 0), func(t *testing.T, l *launch) {
-			assert.Equal(t, uint32(1234), l.plan.UID)
-			assert.Equal(t, uint32(5678), l.plan.GID)
+			assert.Equal(t, uint32(1234), l.proc.UID)
+			assert.Equal(t, uint32(5678), l.proc.GID)
 			assert.Equal(t, uint32(1234), l.iso.UID)
 		}},
 		{"root caller on a kernel without user namespace, allowed", Spec{AllowUnenforced: true}, testHost(0, 0, "user"), func(t *testing.T, l *launch) {
 			assert.False(t, l.userns)
-			assert.Equal(t, uint32(65534), l.plan.UID)
+			assert.Equal(t, uint32(65534), l.proc.UID)
 			require.Len(t, l.iso.NotEnforced, 1)
 			assert.Contains(t, l.iso.NotEnforced[0], "user namespace")
 		}},
@@ -204,10 +204,10 @@ func TestNewLaunch(t *testing.T) {
 			assert.Empty(t, l.plan.Mounts)
 			assert.Empty(t, l.plan.Attach, "no root to attach")
 			assert.Empty(t, l.sources, "no host source to pass")
-			assert.Equal(t, "/", l.plan.Cwd, "the host has no jail /tmp to start in")
+			assert.Equal(t, "/", l.proc.Cwd, "the host has no jail /tmp to start in")
 		}},
 		{"mount disabled keeps an explicit cwd", Spec{Cwd: "/tmp", DisableNamespaces: []string{"mount"}}, testHost(0, 0), func(t *testing.T, l *launch) {
-			assert.Equal(t, "/tmp", l.plan.Cwd)
+			assert.Equal(t, "/tmp", l.proc.Cwd)
 		}},
 		{"directory root", Spec{Root: rootDir}, testHost(0, 0), func(t *testing.T, l *launch) {
 			assert.Equal(t, "directory", l.iso.Root)
@@ -227,30 +227,30 @@ func TestNewLaunch(t *testing.T) {
 			assert.Equal(t, "bind "+realRootDir+" on /src", l.opNames[n-1])
 		}},
 		{"env nil", Spec{}, testHost(0, 0), func(t *testing.T, l *launch) {
-			assert.Equal(t, DefaultEnv, l.plan.Env)
-			assert.Equal(t, []string{"/usr/local/bin", "/usr/bin", "/bin"}, l.plan.Path)
+			assert.Equal(t, DefaultEnv, l.proc.Env)
+			assert.Equal(t, []string{"/usr/local/bin", "/usr/bin", "/bin"}, l.proc.Path)
 		}},
 		{"env with PATH", Spec{Env: []string{"A=b", "PATH=/opt/bin:/x"}}, testHost(0, 0), func(t *testing.T, l *launch) {
-			assert.Equal(t, []string{"A=b", "PATH=/opt/bin:/x"}, l.plan.Env)
-			assert.Equal(t, []string{"/opt/bin", "/x"}, l.plan.Path)
+			assert.Equal(t, []string{"A=b", "PATH=/opt/bin:/x"}, l.proc.Env)
+			assert.Equal(t, []string{"/opt/bin", "/x"}, l.proc.Path)
 		}},
 		{"env without PATH", Spec{Env: []string{"A=b"}}, testHost(0, 0), func(t *testing.T, l *launch) {
-			assert.Equal(t, []string{"A=b"}, l.plan.Env)
-			assert.Equal(t, []string{"/usr/local/bin", "/usr/bin", "/bin"}, l.plan.Path, "got %v, want execvp's default path", l.plan.Path)
+			assert.Equal(t, []string{"A=b"}, l.proc.Env)
+			assert.Equal(t, []string{"/usr/local/bin", "/usr/bin", "/bin"}, l.proc.Path, "got %v, want execvp's default path", l.proc.Path)
 		}},
 		{"empty env", Spec{Env: []string{}}, testHost(0, 0), func(t *testing.T, l *launch) {
-			assert.Empty(t, l.plan.Env)
-			assert.Equal(t, []string{"/usr/local/bin", "/usr/bin", "/bin"}, l.plan.Path)
+			assert.Empty(t, l.proc.Env)
+			assert.Equal(t, []string{"/usr/local/bin", "/usr/bin", "/bin"}, l.proc.Path)
 		}},
 		{"rlimits", Spec{Rlimits: []Rlimit{{"nofile", 64, 128}, {"core", 0, RlimitInfinity}}}, testHost(0, 0), func(t *testing.T, l *launch) {
 			assert.Equal(t, []nsexec.Rlimit{{Resource: 7, Cur: 64, Max: 128}, {Resource: 4, Cur: 0, Max: RlimitInfinity},
 				{Resource: 11, Cur: 256, Max: 256}, {Resource: 12, Cur: 64 << 10, Max: 64 << 10},
-				{Resource: 8, Cur: 1 << 20, Max: 1 << 20}, {Resource: 6, Cur: 4096, Max: 4096}}, l.plan.Rlimits,
+				{Resource: 8, Cur: 1 << 20, Max: 1 << 20}, {Resource: 6, Cur: 4096, Max: 4096}}, l.proc.Rlimits,
 				"the Spec's, then the defaults for per-user budgets")
 		}},
 		{"rlimits override a default", Spec{Rlimits: []Rlimit{{"sigpending", 10, 20}}}, testHost(0, 0), func(t *testing.T, l *launch) {
-			assert.Equal(t, nsexec.Rlimit{Resource: 11, Cur: 10, Max: 20}, l.plan.Rlimits[0])
-			for _, r := range l.plan.Rlimits[1:] {
+			assert.Equal(t, nsexec.Rlimit{Resource: 11, Cur: 10, Max: 20}, l.proc.Rlimits[0])
+			for _, r := range l.proc.Rlimits[1:] {
 				assert.NotEqual(t, 11, r.Resource, "sigpending once, the Spec's")
 			}
 		}},
@@ -259,13 +259,13 @@ func TestNewLaunch(t *testing.T) {
 			h.rlimitHard = map[string]uint64{"memlock": 64 << 10, "sigpending": 1 << 20, "nproc": 5}
 			return h
 		}(), func(t *testing.T, l *launch) {
-			assert.Contains(t, l.plan.Rlimits, nsexec.Rlimit{Resource: 8, Cur: 64 << 10, Max: 64 << 10}, "memlock: the host's 64 KiB, not 1 MiB")
-			assert.Contains(t, l.plan.Rlimits, nsexec.Rlimit{Resource: 11, Cur: 256, Max: 256}, "sigpending: the default, below the hard limit")
-			assert.Contains(t, l.plan.Rlimits, nsexec.Rlimit{Resource: 6, Cur: 10, Max: 20}, "nproc: the Spec's own, as asked")
+			assert.Contains(t, l.proc.Rlimits, nsexec.Rlimit{Resource: 8, Cur: 64 << 10, Max: 64 << 10}, "memlock: the host's 64 KiB, not 1 MiB")
+			assert.Contains(t, l.proc.Rlimits, nsexec.Rlimit{Resource: 11, Cur: 256, Max: 256}, "sigpending: the default, below the hard limit")
+			assert.Contains(t, l.proc.Rlimits, nsexec.Rlimit{Resource: 6, Cur: 10, Max: 20}, "nproc: the Spec's own, as asked")
 		}},
 		{"hostname and cwd", Spec{Hostname: "box", Cwd: "/work"}, testHost(0, 0), func(t *testing.T, l *launch) {
 			assert.Equal(t, "box", l.plan.Hostname)
-			assert.Equal(t, "/work", l.plan.Cwd)
+			assert.Equal(t, "/work", l.proc.Cwd)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

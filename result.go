@@ -117,6 +117,10 @@ type Result struct {
 	Error *ErrorInfo `json:"error"`
 	// Isolation says what was in force.
 	Isolation Isolation `json:"isolation"`
+	// SessionID and ExecID name the session and the command, for a
+	// command run in a session ([Session.Command]); absent otherwise.
+	SessionID string `json:"session_id,omitempty"`
+	ExecID    string `json:"exec_id,omitempty"`
 }
 
 // SeccompDenial is one call the seccomp policy refused.

@@ -30,6 +30,15 @@ func newRelay(src *os.File, dst io.WriteCloser, closeDst bool) (*relay, error) {
 	return &relay{src: src, dst: dst, stopR: stopR, stopW: stopW, done: make(chan struct{}), closeDstOnDone: closeDst}, nil
 }
 
+// drop releases a relay that never ran.
+func (r *relay) drop() {
+	r.stopR.Close()
+	r.stopW.Close()
+	if r.closeDstOnDone {
+		r.dst.Close()
+	}
+}
+
 func (r *relay) run() {
 	defer close(r.done)
 	if r.closeDstOnDone {

@@ -45,3 +45,27 @@ func (g *Group) Destroy() error { return nil }
 
 // Kill does nothing off Linux.
 func (g *Group) Kill() error { return nil }
+
+// Sub returns an error matching [errors.ErrUnsupported].
+func (g *Group) Sub(string) (*Group, error) { return nil, errNotLinux }
+
+// DirState is one directory of a group.
+type DirState struct{}
+
+// State returns nil.
+func (g *Group) State() []DirState { return nil }
+
+// Load returns an error matching [errors.ErrUnsupported].
+func Load([]DirState, string) (*Group, error) { return nil, errNotLinux }
+
+// Close does nothing.
+func (g *Group) Close() {}
+
+// Freeze returns an error matching [errors.ErrUnsupported].
+func (g *Group) Freeze() error { return errNotLinux }
+
+// Thaw returns an error matching [errors.ErrUnsupported].
+func (g *Group) Thaw() error { return errNotLinux }
+
+// Procs returns an error matching [errors.ErrUnsupported].
+func (g *Group) Procs() ([]int, error) { return nil, errNotLinux }

@@ -19,6 +19,11 @@ type Options struct {
 	// AllowUnenforced makes New create the group with the limits it can
 	// enforce instead of failing; [Group.Unenforced] lists the others.
 	AllowUnenforced bool `json:"allow_unenforced,omitempty"`
+	// Name, when not empty, is the group's directory name instead of one
+	// named after this process, which [Prune] removes once this process is
+	// gone: a session's group outlives the process that made it, and
+	// whoever names it removes it.
+	Name string `json:"name,omitempty"`
 
 	// noV2 makes New ignore cgroup2, so tests on a hybrid host reach the
 	// v1-only paths (cpuacct, freezer).

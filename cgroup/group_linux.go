@@ -53,6 +53,12 @@ func create(l Limits, o Options, own *owner) (_ *Group, retErr error) {
 		own = &me
 	}
 	name := own.name()
+	if o.Name != "" {
+		if strings.ContainsAny(o.Name, "/\x00") || o.Name == "." || o.Name == ".." || strings.HasPrefix(o.Name, namePrefix) && parseNameOK(o.Name) {
+			return nil, fmt.Errorf("cgroup: bad group name %q", o.Name)
+		}
+		name = o.Name
+	}
 
 	g := &Group{fd: -1, cpuFD: -1, unenforced: p.Unenforced}
 	defer func() {

@@ -70,3 +70,10 @@ func parseStatStartTime(stat string) (uint64, error) {
 	}
 	return st.StartTime, nil
 }
+
+// parseNameOK reports whether name is one [Prune] would take as a per-run
+// group's.
+func parseNameOK(name string) bool {
+	_, ok := parseName(name)
+	return ok
+}

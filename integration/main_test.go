@@ -124,6 +124,10 @@ func hostState() string {
 func jailCgroups() []string {
 	var ours []string
 	for _, d := range allJailCgroups() {
+		if strings.HasPrefix(filepath.Base(d), "jail-session-") {
+			ours = append(ours, d) // a session's group outlives its creator, never the suite
+			continue
+		}
 		owner, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), "jail-"), "-")
 		if _, err := strconv.Atoi(owner); err != nil {
 			continue // not a run's group (jail-<owner pid>-...): the cgroup package's tests name theirs jail-test-*

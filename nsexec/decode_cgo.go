@@ -26,7 +26,9 @@ static void plan_free(struct plan *p) {
 import "C"
 
 import (
+	"encoding/binary"
 	"errors"
+	"time"
 	"unsafe"
 )
 
@@ -69,6 +71,11 @@ var cConstants = map[string]int64{
 	"PLAN_CGROUPNS":              C.PLAN_CGROUPNS,
 	"PLAN_TTY":                   C.PLAN_TTY,
 	"PLAN_INITRAMFS":             C.PLAN_INITRAMFS,
+	"PLAN_SESSION":               C.PLAN_SESSION,
+	"PLAN_JOIN":                  C.PLAN_JOIN,
+	"PROCESS_MAGIC":              C.PROCESS_MAGIC,
+	"EXEC_ARG0 length":           int64(len(C.EXEC_ARG0)),
+	"TAG_JOIN":                   C.TAG_JOIN,
 	"MSG_PTY":                    C.MSG_PTY,
 	"MAX_SOURCE_FDS":             C.MAX_SOURCE_FDS,
 	"SOURCE_FD(2, 3)":            C.CGROUP_FD + 2 + 3 - 1,
@@ -102,6 +109,9 @@ func gomount(m *C.struct_mount_op) Mount {
 
 // cDecode decodes b with the child's C decoder.
 func cDecode(b []byte) (*Plan, error) {
+	if len(b) < 4 || binary.LittleEndian.Uint32(b) != planMagic {
+		return nil, errors.New("not a jail plan")
+	}
 	cb := C.CBytes(b)
 	defer C.free(cb)
 	var p C.struct_plan
@@ -111,10 +121,9 @@ func cDecode(b []byte) (*Plan, error) {
 	}
 	defer C.plan_free(&p)
 	out := &Plan{
-		Flags: Flags(p.flags), UID: uint32(p.uid), GID: uint32(p.gid),
-		Attach: gostr(p.attach), AttachSrc: uint32(p.attach_src), Hostname: gostr(p.hostname), Cwd: gostr(p.cwd),
-		Root: gomount(&p.root),
-		Argv: gostrs(p.argv, p.nargs), Env: gostrs(p.envp, p.nenv), Path: gostrs(p.path, p.npath),
+		Flags: Flags(p.flags), Attach: gostr(p.attach), AttachSrc: uint32(p.attach_src), Hostname: gostr(p.hostname),
+		Root: gomount(&p.root), JoinNS: uint32(p.join_ns),
+		TTL: time.Duration(p.ttl_ms) * time.Millisecond, IdleTimeout: time.Duration(p.idle_ms) * time.Millisecond,
 	}
 	for _, m := range unsafe.Slice(p.mounts, p.nmounts) {
 		out.Mounts = append(out.Mounts, gomount(&m))
@@ -130,6 +139,26 @@ func cDecode(b []byte) (*Plan, error) {
 	out.LandlockFS, out.LandlockScoped = uint64(p.landlock_fs), uint64(p.landlock_scoped)
 	for _, r := range unsafe.Slice(p.landlock_rules, p.nlandlock) {
 		out.LandlockRules = append(out.LandlockRules, LandlockRule{Path: gostr(r.path), Access: uint64(r.access)})
+	}
+	return out, nil
+}
+
+// cDecodeProcess decodes a process plan with the child's C decoder.
+func cDecodeProcess(b []byte) (*Process, error) {
+	if len(b) < 4 || binary.LittleEndian.Uint32(b) != processMagic {
+		return nil, errors.New("not a process plan")
+	}
+	cb := C.CBytes(b)
+	defer C.free(cb)
+	var p C.struct_plan
+	if C.decode_both((*C.uint8_t)(cb), C.size_t(len(b)), &p) < 0 {
+		C.plan_free(&p)
+		return nil, errors.New("C decoder rejected the process")
+	}
+	defer C.plan_free(&p)
+	out := &Process{
+		Flags: Flags(p.pflags), UID: uint32(p.uid), GID: uint32(p.gid), Cwd: gostr(p.cwd),
+		Argv: gostrs(p.argv, p.nargs), Env: gostrs(p.envp, p.nenv), Path: gostrs(p.path, p.npath),
 	}
 	for _, r := range unsafe.Slice(p.rlimits, p.nrlimits) {
 		out.Rlimits = append(out.Rlimits, Rlimit{Resource: int(r.resource), Cur: uint64(r.lim.rlim_cur), Max: uint64(r.lim.rlim_max)})

@@ -39,6 +39,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -119,24 +120,41 @@ static const char *get_str(struct reader *r, uint32_t *len, int blob)
 	return (const char *)q;
 }
 
-/* jail_plan_decode parses buf into p. Pointers in p point into buf. It
- * returns 0, or -1 on any malformed input. When p->mounts etc. are NULL it
- * only counts; the caller allocates and calls again (two passes, no realloc). */
+/* process_tag reports whether tag belongs to a process plan. */
+static int process_tag(uint32_t tag)
+{
+	return tag == TAG_IDS || tag == TAG_RLIMIT || tag == TAG_ARG || tag == TAG_ENV || tag == TAG_PATH || tag == TAG_CWD;
+}
+
+/* jail_plan_decode parses buf, a jail plan (PLAN_MAGIC) or a process plan
+ * (PROCESS_MAGIC), into p; a record of the other kind is malformed. Pointers
+ * in p point into buf. It returns 0, or -1 on any malformed input. When the
+ * arrays of the kind (p->mounts etc., p->argv etc.) are NULL it only counts;
+ * the caller allocates and calls again (two passes, no realloc). */
 int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 {
 	struct reader r = {buf, buf + len, 0};
 	size_t nm = 0, na = 0, ne = 0, np = 0, nr = 0, nl = 0;
-	int have_root = 0;
+	int have_root = 0, have_flags = 0;
 	uint32_t max_src = 0; /* checked against source_fds, which may come later */
 	uint64_t rule_access = 0; /* every landlock rule's rights, checked against the ruleset's */
-	if (get_uint(&r, 4) != PLAN_MAGIC || get_uint(&r, 4) != len - 8) return -1;
+	uint32_t magic = (uint32_t)get_uint(&r, 4);
+	int process = magic == PROCESS_MAGIC;
+	if ((magic != PLAN_MAGIC && !process) || get_uint(&r, 4) != len - 8) return -1;
 	while (!r.bad && r.p < r.end) {
 		uint32_t tag = (uint32_t)get_uint(&r, 4), n = (uint32_t)get_uint(&r, 4);
 		const uint8_t *body = take(&r, n);
 		if (!body) break;
 		struct reader b = {body, body + n, 0};
-		switch (tag) {
-		case TAG_FLAGS: p->flags = (uint32_t)get_uint(&b, 4); break;
+		if (tag != TAG_FLAGS && process_tag(tag) != process) b.bad = 1;
+		switch (b.bad ? 0 : tag) {
+		case TAG_FLAGS:
+			if (process) p->pflags = (uint32_t)get_uint(&b, 4);
+			else p->flags = (uint32_t)get_uint(&b, 4);
+			have_flags = 1;
+			break;
+		case TAG_SESSION: p->ttl_ms = get_uint(&b, 8); p->idle_ms = get_uint(&b, 8); break;
+		case TAG_JOIN: p->join_ns = (uint32_t)get_uint(&b, 4); break;
 		case TAG_IDS: p->uid = (uint32_t)get_uint(&b, 4); p->gid = (uint32_t)get_uint(&b, 4); break;
 		case TAG_ATTACH:
 			p->attach = get_str(&b, NULL, 0);
@@ -210,15 +228,30 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 		}
 		if (b.bad || b.p != b.end) r.bad = 1;
 	}
-	if ((p->flags & PLAN_SECCOMP_NOTIFY) && !p->seccomp) r.bad = 1;
-	if (max_src > p->source_fds) r.bad = 1;
-	if (nl > 0 && !p->landlock_fs) r.bad = 1; /* rules without a ruleset */
-	if (rule_access & ~p->landlock_fs) r.bad = 1; /* a right the ruleset does not handle: EINVAL later */
-	if ((p->flags & PLAN_MOUNTNS) && (!p->attach || !have_root)) r.bad = 1;
-	if (r.bad || na == 0 || nm > PLAN_MAX_ITEMS || na > PLAN_MAX_ITEMS ||
-	    ne > PLAN_MAX_ITEMS || np > PLAN_MAX_ITEMS || nr > PLAN_MAX_ITEMS || nl > PLAN_MAX_ITEMS)
+	if (r.bad || !have_flags) return -1;
+	if (process) {
+		if (na == 0 || (p->pflags & ~PROCESS_FLAGS) || na > PLAN_MAX_ITEMS || ne > PLAN_MAX_ITEMS ||
+		    np > PLAN_MAX_ITEMS || nr > PLAN_MAX_ITEMS)
+			return -1;
+		p->nargs = na; p->nenv = ne; p->npath = np; p->nrlimits = nr;
+		return 0;
+	}
+	if (p->flags & PROCESS_FLAGS) return -1;
+	if ((p->flags & PLAN_SECCOMP_NOTIFY) && !p->seccomp) return -1;
+	if (max_src > p->source_fds) return -1;
+	if (nl > 0 && !p->landlock_fs) return -1; /* rules without a ruleset */
+	if (rule_access & ~p->landlock_fs) return -1; /* a right the ruleset does not handle: EINVAL later */
+	if ((p->flags & PLAN_MOUNTNS) && (!p->attach || !have_root)) return -1;
+	if (!(p->flags & PLAN_SESSION) && (p->ttl_ms || p->idle_ms)) return -1;
+	if (p->flags & PLAN_JOIN) {
+		if ((p->flags & (PLAN_MOUNTNS | PLAN_SESSION | PLAN_INITRAMFS)) || p->attach || nm || p->hostname ||
+		    p->source_fds || !p->join_ns)
+			return -1;
+	} else if (p->join_ns) {
 		return -1;
-	p->nmounts = nm; p->nargs = na; p->nenv = ne; p->npath = np; p->nrlimits = nr; p->nlandlock = nl;
+	}
+	if (nm > PLAN_MAX_ITEMS || nl > PLAN_MAX_ITEMS) return -1;
+	p->nmounts = nm; p->nlandlock = nl;
 	return 0;
 }
 
@@ -750,16 +783,27 @@ static int notif_buffers(void)
 	return notif_req && notif_resp ? 0 : -1;
 }
 
+/* The host's /proc, opened by a join helper before it enters the jail: the
+ * pids it sees (its children's, seccomp notifications') are host pids. */
+static int host_proc = -1;
+
 /* is_workload reports whether thread tid belongs to the workload process. */
 static int is_workload(const struct plan *p, pid_t workload, pid_t tid)
 {
 	if (tid == workload) return 1;
+	char path[64];
+	snprintf(path, sizeof path, "%d/task/%d", (int)workload, (int)tid);
+	if (p->flags & PLAN_JOIN) return host_proc >= 0 && faccessat(host_proc, path, F_OK, 0) == 0;
 	/* /proc shows our PID namespace only when we mounted it, or share the host's. */
 	if (!(p->flags & PLAN_MOUNTNS) && (p->flags & PLAN_PIDNS)) return 0;
-	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/task/%d", (int)workload, (int)tid);
 	return access(path, F_OK) == 0;
 }
+
+/* whole_jail reports whether a signal for the workload goes to every
+ * process of the jail (kill(-1) by its PID 1) or to the workload's own
+ * process group: a joined process never touches the rest of its session. */
+static int whole_jail(const struct plan *p) { return (p->flags & PLAN_PIDNS) && !(p->flags & PLAN_JOIN); }
 
 /* answer_notification handles one seccomp notification: the call never
  * runs. In log mode (rules present) an errno verdict of the policy's own
@@ -819,7 +863,7 @@ static void note_interrupted(void)
 	static int noted;
 	if (++seccomp_events <= MAX_SECCOMP_EVENTS || !noted++)
 		send_msg_ex(MSG_SECCOMP, 0, -1, 0, NULL, 0, SECCOMP_EV_KILLED | SECCOMP_EV_INTERRUPTED);
-	kill((listener.p->flags & PLAN_PIDNS) ? -1 : -listener.workload, SIGKILL);
+	kill(whole_jail(listener.p) ? -1 : -listener.workload, SIGKILL);
 }
 
 /* filter_unused reports whether no task uses the filter any more: then
@@ -906,7 +950,7 @@ static int tty_slave = -1;
  * the caller's terminal: that one never enters the jail. */
 static int open_terminal(struct plan *p)
 {
-	if (!(p->flags & PLAN_TTY)) return 0;
+	if (!(p->pflags & PLAN_TTY)) return 0;
 	int m = open("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC), unlock = 0;
 	if (m < 0 && errno == ENOENT) m = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (m < 0) return -1;
@@ -1045,11 +1089,11 @@ static void run_workload(struct plan *p, int errfd)
 	step = "drop bounding set";
 	if (drop_bounding_set() < 0) goto fail;
 	step = "credentials";
-	if ((p->flags & PLAN_SETGROUPS) && setgroups(0, NULL) < 0) goto fail;
+	if ((p->pflags & PLAN_SETGROUPS) && setgroups(0, NULL) < 0) goto fail;
 	if (setresgid(p->gid, p->gid, p->gid) < 0 || setresuid(p->uid, p->uid, p->uid) < 0) goto fail;
 	/* Without a PID namespace nothing kills us when PID 1 dies: ask the
 	 * kernel to (after setresuid, which clears the parent-death signal). */
-	if (!(p->flags & PLAN_PIDNS) && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) goto fail;
+	if (!whole_jail(p) && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) goto fail;
 	step = "drop capabilities";
 	if (clear_capabilities() < 0) goto fail;
 	step = "no_new_privs";
@@ -1086,6 +1130,29 @@ static int block_signals(sigset_t *set)
 	return sigprocmask(SIG_BLOCK, set, NULL);
 }
 
+/* serve_notifications answers the notifications queued on a joined
+ * process's listener from the reaper's poll loop (all of them when drain
+ * is set, else one). Each queued notification ups a semaphore RECV downs,
+ * so after POLLIN a RECV returns at once: the notification, or ENOENT for
+ * one a signal took back, which fails closed as the thread does. It
+ * returns -1 once no task uses the filter. */
+static int serve_notifications(struct plan *p, int lfd, pid_t workload, int drain)
+{
+	do {
+		struct pollfd pd = {lfd, POLLIN, 0};
+		if (poll(&pd, 1, 0) <= 0) return 0;
+		if (!(pd.revents & POLLIN)) return (pd.revents & POLLHUP) ? -1 : 0;
+		memset(notif_req, 0, notif_req_size);
+		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, notif_req) == 0) {
+			answer_notification(p, lfd, workload);
+		} else if (errno == ENOENT) {
+			listener.lfd = lfd;
+			if (!filter_unused()) note_interrupted();
+		}
+	} while (drain);
+	return 0;
+}
+
 /* reap_workload forks the workload and stays its PID 1: it reaps every
  * child, forwards the parent's signals (to the whole jail when it owns a
  * PID namespace) and reports the workload's wait status. When it exits, the
@@ -1097,7 +1164,7 @@ static int reap_workload(struct plan *p)
 	if (block_signals(&set) < 0 || (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) return -1;
 	/* The exec-error channel, which also carries the seccomp listener. */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ep) < 0) return -1;
-	if (!(p->flags & PLAN_PIDNS)) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	if (!(p->flags & (PLAN_PIDNS | PLAN_JOIN))) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	pid_t pid = fork();
 	if (pid < 0) return -1;
 	if (pid == 0) { close(ep[0]); run_workload(p, ep[1]); }
@@ -1123,27 +1190,37 @@ static int reap_workload(struct plan *p)
 		_exit(0);
 	}
 	send_msg(MSG_STARTED, 0, pid, -1, NULL); /* the pid, for a parent that shares our PID namespace */
-	if (lfd >= 0 && (!listener.started || hand_listener(lfd, pid) < 0)) {
+	if (lfd >= 0 && (p->flags & PLAN_JOIN)) {
+		/* A joined process's listener is served by this loop (see
+		 * serve_notifications): no thread can be made here. */
+		listener.p = p;
+		listener.workload = pid;
+	} else if (lfd >= 0 && (!listener.started || hand_listener(lfd, pid) < 0)) {
 		int e = listener.started ? errno : EPROTO;
 		kill(pid, SIGKILL); /* never run without the supervisor the filter needs */
 		send_msg(MSG_SETUP_ERROR, e, 0, -1, "seccomp listener");
 		_exit(1);
 	}
 
-	struct pollfd fds[2] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}};
+	struct pollfd fds[3] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}, {(p->flags & PLAN_JOIN) ? lfd : -1, POLLIN, 0}};
 	for (;;) {
-		if (poll(fds, 2, -1) < 0) { if (errno == EINTR) continue; return -1; }
-		if (fds[1].revents) _exit(1); /* the parent went away (or spoke out of turn): end the jail */
+		if (poll(fds, 3, -1) < 0) { if (errno == EINTR) continue; return -1; }
+		if (fds[2].revents && serve_notifications(p, lfd, pid, 0) < 0) fds[2].fd = -1; /* the filter is unused */
+		if (fds[1].revents) { /* the parent went away (or spoke out of turn): end the jail, or the joined process */
+			if (p->flags & PLAN_JOIN) kill(-pid, SIGKILL);
+			_exit(1);
+		}
 		if (!(fds[0].revents & POLLIN)) continue;
 		struct signalfd_siginfo si;
 		if (read(sfd, &si, sizeof si) != sizeof si) continue;
 		if (si.ssi_signo != SIGCHLD) {
-			kill((p->flags & PLAN_PIDNS) ? -1 : -pid, (int)si.ssi_signo);
+			kill(whole_jail(p) ? -1 : -pid, (int)si.ssi_signo);
 			continue;
 		}
 		pid_t r;
 		while ((r = waitpid(-1, &status, WNOHANG)) > 0)
 			if (r == pid) {
+				if (fds[2].fd >= 0) serve_notifications(p, lfd, pid, 1);
 				drain_listener();
 				send_msg_ex(MSG_EXITED, 0, status, -1, NULL, 0, seccomp_events);
 				_exit(0);
@@ -1168,46 +1245,6 @@ static int join_cgroup(struct plan *p)
 	return 0;
 }
 
-/* run_child is the whole child side, in order; it returns only on failure,
- * with the failed step's name in *step. */
-static int run_child(struct plan *p, const char **step)
-{
-	sigset_t set;
-	*step = "join cgroup";
-	if (join_cgroup(p) < 0) return -1;
-	/* The cgroup namespace was made at clone, before the join: its root is
-	 * the caller's cgroup, and /proc/self/cgroup would show the jail's
-	 * cgroup name, with jail's host pid in it. Made again here, its root is
-	 * the jail's own cgroup. */
-	*step = "cgroup namespace";
-	if (p->cgroup_fds > 0 && (p->flags & PLAN_CGROUPNS) && unshare(CLONE_NEWCGROUP) < 0) return -1;
-	*step = "block signals";
-	if (block_signals(&set) < 0) return -1;
-	static const struct { const char *name; int (*run)(struct plan *); int mountns; } steps[] = {
-		{"make / rslave", make_root_rslave, 1},
-		{"open mount sources", open_sources, 1},
-		{"enter a copy of the initramfs", enter_root_copy, 1},
-		{"build root", build_root, 1},
-		{"close host sources", close_sources, 0},
-		{"mount plan", apply_mounts, 1},
-		{"pivot_root", pivot_into_root, 1},
-		{"remount root read-only", remount_root_ro, 1},
-		{"hostname", set_hostname, 0},
-		{"loopback up", loopback_up, 0},
-		{"seccomp listener thread", start_listener, 0},
-		{"time namespace", new_time_ns, 0},
-		{"terminal", open_terminal, 0},
-		{"wait for parent", wait_for_go, 0},
-	};
-	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
-		if (steps[i].mountns && !(p->flags & PLAN_MOUNTNS)) continue;
-		*step = steps[i].name;
-		if (steps[i].run(p) < 0) return -1;
-	}
-	*step = "reap workload";
-	return reap_workload(p);
-}
-
 static int read_full(int fd, uint8_t *buf, size_t len)
 {
 	for (size_t off = 0; off < len;) {
@@ -1219,59 +1256,324 @@ static int read_full(int fd, uint8_t *buf, size_t len)
 	return 0;
 }
 
-/* read_plan reads and decodes the plan from PLAN_FD (two passes: count, fill). */
-static int read_plan(struct plan *p)
+/* read_record reads one plan from PLAN_FD and decodes it into p (two
+ * passes: count, then fill the arrays of its kind). The buffer and the
+ * arrays live until execve replaces this image. */
+static int read_record(struct plan *p, int process)
 {
 	uint8_t hdr[8];
 	if (read_full(PLAN_FD, hdr, sizeof hdr) < 0) return -1;
 	uint32_t len = (uint32_t)hdr[4] | (uint32_t)hdr[5] << 8 | (uint32_t)hdr[6] << 16 | (uint32_t)hdr[7] << 24;
+	uint32_t magic = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
 	if (len > PLAN_MAX_BYTES) { errno = E2BIG; return -1; }
+	if (magic != (process ? PROCESS_MAGIC : PLAN_MAGIC)) { errno = EINVAL; return -1; }
 	uint8_t *buf = malloc(len + 8);
 	if (!buf) return -1;
 	memcpy(buf, hdr, 8);
 	if (read_full(PLAN_FD, buf + 8, len) < 0) return -1;
-	close(PLAN_FD);
 	if (jail_plan_decode(buf, len + 8, p) < 0) { errno = EINVAL; return -1; }
-	/* Only what the parent passed on purpose stays open. A descriptor that
-	 * jail's caller let jail inherit (one without close-on-exec) would
-	 * otherwise stay open in PID 1, inside the jail, for the whole run: a
-	 * host directory there is runc CVE-2024-21626's way out. */
-	if (syscall(SYS_close_range, SOURCE_FD(p, p->source_fds + 1), ~0U, 0) < 0) return -1;
-	p->mounts = calloc(p->nmounts + 1, sizeof *p->mounts);
-	p->argv = calloc(p->nargs + 1, sizeof *p->argv); /* NULL-terminated for execve */
-	p->envp = calloc(p->nenv + 1, sizeof *p->envp);
-	p->path = calloc(p->npath + 1, sizeof *p->path);
-	p->rlimits = calloc(p->nrlimits + 1, sizeof *p->rlimits);
-	p->landlock_rules = calloc(p->nlandlock + 1, sizeof *p->landlock_rules);
-	if (!p->mounts || !p->argv || !p->envp || !p->path || !p->rlimits || !p->landlock_rules) return -1;
+	if (process) {
+		p->argv = calloc(p->nargs + 1, sizeof *p->argv); /* NULL-terminated for execve */
+		p->envp = calloc(p->nenv + 1, sizeof *p->envp);
+		p->path = calloc(p->npath + 1, sizeof *p->path);
+		p->rlimits = calloc(p->nrlimits + 1, sizeof *p->rlimits);
+		if (!p->argv || !p->envp || !p->path || !p->rlimits) return -1;
+	} else {
+		p->mounts = calloc(p->nmounts + 1, sizeof *p->mounts);
+		p->landlock_rules = calloc(p->nlandlock + 1, sizeof *p->landlock_rules);
+		if (!p->mounts || !p->landlock_rules) return -1;
+	}
 	return jail_plan_decode(buf, len + 8, p) < 0 ? (errno = EINVAL, -1) : 0;
-	/* buf and the arrays live until execve replaces this image. */
 }
 
-static int init_main(void)
+/* extra_fds is how many descriptors the plan's role inherits after the
+ * host sources (EXTRA_FD). */
+static uint32_t extra_fds(const struct plan *p)
+{
+	if (p->flags & PLAN_SESSION) return 1; /* the control socket */
+	if (p->flags & PLAN_JOIN) return (p->flags & PLAN_TIMENS) ? 2 : 1; /* pidfd, time_for_children */
+	return 0;
+}
+
+/* read_plan reads the jail plan. Only what the parent passed on purpose
+ * stays open: a descriptor that jail's caller let jail inherit (one
+ * without close-on-exec) would otherwise stay open inside the jail, and a
+ * host directory there is runc CVE-2024-21626's way out. PLAN_FD stays
+ * open for the process plan. */
+static int read_plan(struct plan *p)
+{
+	if (read_record(p, 0) < 0) return -1;
+	return (int)syscall(SYS_close_range, EXTRA_FD(p) + extra_fds(p), ~0U, 0);
+}
+
+/* read_process reads the process plan the parent sent with GO. */
+static int read_process(struct plan *p)
+{
+	int r = read_record(p, 1);
+	int e = errno;
+	close(PLAN_FD);
+	errno = e;
+	return r;
+}
+
+/* ---- a session: PID 1 with no process of its own ---- */
+
+#define MAX_CONNS 256
+
+/* arm sets timerfd fd to fire once, ms from now; 0 disarms it. */
+static int arm(int fd, uint64_t ms)
+{
+	struct itimerspec it = {{0, 0}, {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L}};
+	return timerfd_settime(fd, 0, &it, NULL);
+}
+
+/* session_loop is a session's PID 1 after GO. It reaps the orphans of
+ * joined processes and keeps the jail up until it must end: its TTL
+ * passes, it has been idle (no connection to its control socket: each
+ * joined process holds one while it runs) for its idle timeout, or a
+ * SIGTERM, SIGINT or SIGHUP comes from outside the jail. Then it exits and
+ * the kernel kills every process of the jail and tears its namespaces
+ * down. The deadlines are kernel timers of this process, so they hold with
+ * no jail process running on the host. */
+static int session_loop(struct plan *p)
+{
+	sigset_t set;
+	int sfd, ctl = EXTRA_FD(p), ttl, idle, conns[MAX_CONNS], nconns = 0;
+	if (block_signals(&set) < 0 || (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) return -1;
+	if ((ttl = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC)) < 0 || (idle = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC)) < 0)
+		return -1;
+	if ((p->ttl_ms && arm(ttl, p->ttl_ms) < 0) || (p->idle_ms && arm(idle, p->idle_ms) < 0)) return -1;
+	if (fcntl(ctl, F_SETFD, FD_CLOEXEC) < 0 || fcntl(ctl, F_SETFL, O_NONBLOCK) < 0) return -1;
+	/* The session outlives whoever created it: no parent-death signal, and
+	 * the sync socket is closed after the report that it is up. */
+	if (prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) < 0) return -1;
+	if (send_msg(MSG_STARTED, 0, 0, -1, NULL) < 0) return -1;
+	close(SYNC_FD);
+	for (;;) {
+		struct pollfd fds[4 + MAX_CONNS] = {{sfd, POLLIN, 0}, {ctl, POLLIN, 0}, {ttl, POLLIN, 0}, {idle, POLLIN, 0}};
+		for (int i = 0; i < nconns; i++) fds[4 + i] = (struct pollfd){conns[i], POLLIN, 0};
+		if (poll(fds, (nfds_t)(4 + nconns), -1) < 0) {
+			if (errno == EINTR) continue;
+			return -1;
+		}
+		if (fds[2].revents || fds[3].revents) _exit(0); /* a deadline passed */
+		if (fds[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof si) == sizeof si) {
+				/* Only a signal from outside the jail (no sender pid in our
+				 * namespace) stops it: its own processes may not. */
+				if (si.ssi_signo != SIGCHLD && si.ssi_pid == 0 &&
+				    (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP))
+					_exit(0);
+				while (waitpid(-1, NULL, WNOHANG) > 0);
+			}
+		}
+		for (int i = nconns - 1; i >= 0; i--) {
+			if (!fds[4 + i].revents) continue;
+			char c;
+			if (recv(conns[i], &c, 1, MSG_DONTWAIT) > 0) continue; /* nothing is said on it */
+			close(conns[i]);
+			conns[i] = conns[--nconns];
+			if (nconns == 0 && p->idle_ms && arm(idle, p->idle_ms) < 0) return -1;
+		}
+		if (fds[1].revents & POLLIN) {
+			int c = accept4(ctl, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+			if (c < 0) continue;
+			/* The ack says the session took the connection: a joined
+			 * process runs only while it is counted. */
+			if (nconns == MAX_CONNS || send(c, "1", 1, MSG_NOSIGNAL) != 1) { close(c); continue; }
+			conns[nconns++] = c;
+			if (arm(idle, 0) < 0) return -1;
+		}
+	}
+}
+
+/* ---- the tables ---- */
+
+struct step {
+	const char *name;
+	int (*run)(struct plan *);
+	uint32_t when; /* run only if every one of these plan flags is set; 0: always */
+	uint32_t unless; /* skip if any of these is set */
+};
+
+/* run_steps runs a table in order; on failure *step names the step. */
+static int run_steps(const struct step *steps, size_t n, struct plan *p, const char **step)
+{
+	for (size_t i = 0; i < n; i++) {
+		if ((p->flags & steps[i].when) != steps[i].when || (p->flags & steps[i].unless)) continue;
+		*step = steps[i].name;
+		if (steps[i].run(p) < 0) return -1;
+	}
+	return 0;
+}
+#define RUN_STEPS(t, p, step) run_steps(t, sizeof t / sizeof t[0], p, step)
+
+static int cgroup_namespace(struct plan *p)
+{
+	/* The cgroup namespace was made at clone, before the join: its root is
+	 * the caller's cgroup, and /proc/self/cgroup would show the jail's
+	 * cgroup name, with jail's host pid in it. Made again here, its root is
+	 * the jail's own cgroup. A joined process makes its own, rooted at the
+	 * cgroup it joined. */
+	if (p->cgroup_fds == 0 && !(p->flags & PLAN_JOIN)) return 0;
+	return unshare(CLONE_NEWCGROUP);
+}
+
+static int block_signals_step(struct plan *p)
+{
+	(void)p;
+	sigset_t set;
+	return block_signals(&set);
+}
+
+/* run_process is what happens at GO: a one-shot jail reads its process,
+ * makes its terminal and starts it, staying its PID 1; a session starts
+ * nothing. Neither returns unless it fails. */
+static int run_process(struct plan *p, const char **step)
+{
+	static const struct step steps[] = {
+		{"read process", read_process, 0, 0},
+		{"terminal", open_terminal, 0, 0},
+	};
+	if (p->flags & PLAN_SESSION) {
+		*step = "session";
+		close(PLAN_FD);
+		return session_loop(p);
+	}
+	if (RUN_STEPS(steps, p, step) < 0) return -1;
+	*step = "reap workload";
+	return reap_workload(p);
+}
+
+/* run_init is the child that builds a jail and stays its PID 1, in order;
+ * it returns only on failure, with the failed step's name in *step. */
+static int run_init(struct plan *p, const char **step)
+{
+	static const struct step steps[] = {
+		{"read plan", read_plan, 0, 0},
+		{"join cgroup", join_cgroup, 0, 0},
+		{"cgroup namespace", cgroup_namespace, PLAN_CGROUPNS, 0},
+		{"block signals", block_signals_step, 0, 0},
+		{"make / rslave", make_root_rslave, PLAN_MOUNTNS, 0},
+		{"open mount sources", open_sources, PLAN_MOUNTNS, 0},
+		{"enter a copy of the initramfs", enter_root_copy, PLAN_MOUNTNS | PLAN_INITRAMFS, 0},
+		{"build root", build_root, PLAN_MOUNTNS, 0},
+		{"close host sources", close_sources, 0, 0},
+		{"mount plan", apply_mounts, PLAN_MOUNTNS, 0},
+		{"pivot_root", pivot_into_root, PLAN_MOUNTNS, 0},
+		{"remount root read-only", remount_root_ro, PLAN_MOUNTNS | PLAN_ROOT_RO, 0},
+		{"hostname", set_hostname, 0, 0},
+		{"loopback up", loopback_up, PLAN_LOOPBACK, 0},
+		{"seccomp listener thread", start_listener, PLAN_SECCOMP_NOTIFY, PLAN_SESSION},
+		{"time namespace", new_time_ns, PLAN_TIMENS, 0},
+		{"wait for parent", wait_for_go, 0, 0},
+	};
+	if (RUN_STEPS(steps, p, step) < 0) return -1;
+	if (p->flags & PLAN_JOIN) { *step = "read plan"; errno = EINVAL; return -1; } /* a join plan for init */
+	return run_process(p, step);
+}
+
+/* ---- joining a running jail ---- */
+
+static int open_host_proc(struct plan *p)
+{
+	(void)p;
+	return (host_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ? -1 : 0;
+}
+
+/* join_namespaces enters the jail's namespaces at once through a pidfd of
+ * its PID 1 (setns(2) with a pidfd, Linux 5.8): the user namespace first
+ * in the kernel's order, so the others are joined with its capabilities.
+ * Joining the PID namespace makes our next child a process of the jail;
+ * joining the mount namespace sets our root and cwd to the jail's root. */
+static int join_namespaces(struct plan *p)
+{
+	return setns(EXTRA_FD(p), (int)p->join_ns);
+}
+
+/* join_time enters the jail's time namespace, the one its PID 1 made for
+ * its children (ns/time_for_children), for our next child. After this no
+ * thread can be made on some kernels, hence after the listener. */
+static int join_time(struct plan *p)
+{
+	return setns(EXTRA_FD(p) + 1, CLONE_NEWTIME);
+}
+
+static int seccomp_buffers(struct plan *p)
+{
+	listener.p = p;
+	return notif_buffers();
+}
+
+static int close_join_fds(struct plan *p)
+{
+	return (int)syscall(SYS_close_range, EXTRA_FD(p), EXTRA_FD(p) + extra_fds(p) - 1, 0);
+}
+
+static int require_join(struct plan *p)
+{
+	if (p->flags & PLAN_JOIN) return 0;
+	errno = EINVAL;
+	return -1;
+}
+
+/* run_join is "jail:exec": it joins a running jail and runs one process in
+ * it, as PID 1 does for a one-shot jail: the same workload steps, the
+ * same reports. It stays outside the jail's PID namespace (only its child
+ * enters it), non-dumpable and under another uid than the jail's
+ * processes, which can neither see nor trace it (CVE-2016-9962). */
+static int run_join(struct plan *p, const char **step)
+{
+	static const struct step steps[] = {
+		{"read plan", read_plan, 0, 0},
+		{"read plan", require_join, 0, 0},
+		{"open /proc", open_host_proc, 0, 0},
+		{"join cgroup", join_cgroup, 0, 0},
+		{"join namespaces", join_namespaces, 0, 0},
+		{"cgroup namespace", cgroup_namespace, PLAN_CGROUPNS, 0},
+		{"block signals", block_signals_step, 0, 0},
+		{"seccomp buffers", seccomp_buffers, PLAN_SECCOMP_NOTIFY, 0},
+		{"time namespace", join_time, PLAN_TIMENS, 0},
+		{"close join descriptors", close_join_fds, 0, 0},
+		{"wait for parent", wait_for_go, 0, 0},
+		{"read process", read_process, 0, 0},
+		{"terminal", open_terminal, 0, 0},
+	};
+	if (RUN_STEPS(steps, p, step) < 0) return -1;
+	*step = "reap workload";
+	return reap_workload(p);
+}
+
+/* stage_main is where both roles start: non-dumpable first, so that no
+ * process of the jail can open /proc/PID/exe or /proc/PID/fd of ours and
+ * reach jail's binary or a host descriptor (CVE-2019-5736, CVE-2016-9962). */
+static int stage_main(const char *name, int (*run)(struct plan *, const char **))
 {
 	static struct plan plan;
-	const char *step = "read plan";
-	/* Non-dumpable: the jail cannot open /proc/1/exe or /proc/1/fd and so
-	 * cannot reach jail's binary (CVE-2019-5736). */
-	prctl(PR_SET_NAME, "jail:init", 0, 0, 0);
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	/* The parent's Pdeathsig does not survive the exec that gained us
-	 * capabilities; arm it again. A parent that is already gone shows up as
-	 * EOF on the sync socket in wait_for_go. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	umask(0);
-	if (read_plan(&plan) == 0 && run_child(&plan, &step) == 0) return 0;
+	const char *step = "non-dumpable";
+	prctl(PR_SET_NAME, name, 0, 0, 0);
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0) {
+		/* The parent's Pdeathsig does not survive the exec that gained us
+		 * capabilities; arm it again. A parent that is already gone shows
+		 * up as EOF on the sync socket in wait_for_go. */
+		step = "parent-death signal";
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) == 0) {
+			umask(0);
+			if (run(&plan, &step) == 0) return 0;
+		}
+	}
 	send_msg(MSG_SETUP_ERROR, errno, 0, failed_op, step);
 	return 1;
 }
 
 /* nsexec runs before main (and before the Go runtime) in every binary that
- * links this package; it does nothing unless argv[0] is "jail:init". glibc
- * passes (argc, argv, envp) to constructors. */
+ * links this package; it does nothing unless argv[0] is "jail:init" or
+ * "jail:exec". glibc passes (argc, argv, envp) to constructors. */
 __attribute__((constructor)) static void nsexec(int argc, char **argv, char **envp)
 {
 	(void)envp;
-	if (argc < 1 || argv == NULL || argv[0] == NULL || strcmp(argv[0], INIT_ARG0) != 0) return;
-	_exit(init_main());
+	if (argc < 1 || argv == NULL || argv[0] == NULL) return;
+	if (strcmp(argv[0], INIT_ARG0) == 0) _exit(stage_main("jail:init", run_init));
+	if (strcmp(argv[0], EXEC_ARG0) == 0) _exit(stage_main("jail:exec", run_join));
 }

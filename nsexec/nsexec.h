@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #define INIT_ARG0 "jail:init"
+#define EXEC_ARG0 "jail:exec"
 #define PLAN_FD 3 /* read end of the plan pipe */
 #define SYNC_FD 4 /* our end of the SOCK_SEQPACKET sync socket */
 #define CGROUP_FD 5 /* the first cgroup v1 "tasks" file to write "0" to */
@@ -17,8 +18,12 @@
  * opened and checked, source k (1-based) at SOURCE_FD(p, k). */
 #define SOURCE_FD(p, k) (CGROUP_FD + (int)(p)->cgroup_fds + (int)(k) - 1)
 #define MAX_SOURCE_FDS 512
+/* After the sources: a session's control socket, or a join helper's pidfd
+ * of the jail's PID 1 (then its time_for_children with PLAN_TIMENS). */
+#define EXTRA_FD(p) SOURCE_FD(p, (p)->source_fds + 1)
 
-#define PLAN_MAGIC 0x314c504aU /* "JPL1" little endian */
+#define PLAN_MAGIC 0x314c504aU /* "JPL1" little endian: the jail */
+#define PROCESS_MAGIC 0x3150504aU /* "JPP1": the process, sent at GO */
 #define PLAN_MAX_BYTES (16U << 20)
 #define PLAN_MAX_ITEMS 65536
 
@@ -34,10 +39,14 @@
 #define PLAN_CGROUPNS 0x100 /* the jail has its own cgroup namespace: make it again after joining v1 cgroups */
 #define PLAN_TTY 0x200 /* the workload gets a new terminal of the jail's devpts; its master goes to the parent */
 #define PLAN_INITRAMFS 0x400 /* / is the initramfs: enter a copy of the tree first, so pivot_root can detach it */
+#define PLAN_SESSION 0x800 /* PID 1 starts nothing at GO and stays up until its deadlines or a stop */
+#define PLAN_JOIN 0x1000   /* the plan of "jail:exec": join a running jail, build nothing */
+#define PROCESS_FLAGS (PLAN_SETGROUPS | PLAN_TTY) /* the flags a process plan carries */
 
 /* record tags */
 enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD,
-       TAG_SECCOMP, TAG_SECCOMP_RULES, TAG_CGROUP_FDS, TAG_SOURCE_FDS, TAG_LANDLOCK, TAG_LANDLOCK_RULE };
+       TAG_SECCOMP, TAG_SECCOMP_RULES, TAG_CGROUP_FDS, TAG_SOURCE_FDS, TAG_LANDLOCK, TAG_LANDLOCK_RULE, TAG_SESSION,
+       TAG_JOIN };
 #define BPF_MAX_INSNS 4096
 
 /* mount op kinds and flags */
@@ -70,8 +79,13 @@ struct rlim_op {
 	struct rlimit lim;
 };
 
+/* plan holds a jail plan and, once it has come, the process plan. */
 struct plan {
-	uint32_t flags, uid, gid;
+	uint32_t flags;         /* the jail's PLAN_* */
+	uint32_t pflags;        /* the process's: PROCESS_FLAGS only */
+	uint32_t uid, gid;      /* the process's ids */
+	uint64_t ttl_ms, idle_ms; /* session deadlines; 0: none */
+	uint32_t join_ns;       /* CLONE_NEW* a join plan enters */
 	const char *attach, *hostname, *cwd;
 	uint32_t attach_src; /* the host source of the attach point */
 	uint32_t hostname_len;

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Flags select optional child steps.
@@ -36,6 +37,16 @@ const (
 	// FlagInitramfs: / is the initramfs (rootfs), which pivot_root
 	// refuses; the child enters a copy of the tree first.
 	FlagInitramfs Flags = 0x400
+	// FlagSession: PID 1 starts no process at GO. It stays up, reaping,
+	// until its deadlines (Plan.TTL, Plan.IdleTimeout) pass or it is
+	// told to stop; processes join it with a join plan.
+	FlagSession Flags = 0x800
+	// FlagJoin: the plan of "jail:exec", a helper that joins a running
+	// jail (Plan.JoinNS) instead of building one; it has no mounts.
+	FlagJoin Flags = 0x1000
+
+	// processFlags are the flags of a Process; the others are a Plan's.
+	processFlags = FlagSetgroups | FlagTTY
 )
 
 // OpKind is what a mount op does.
@@ -106,12 +117,12 @@ type Rlimit struct {
 	Cur, Max uint64
 }
 
-// Plan is everything the child does, resolved by the parent. The child makes
-// no decisions: it executes the plan in the order of nsexec.c's run_child.
+// Plan is the jail: everything the child stage builds before it starts a
+// process, resolved by the parent. The child makes no decisions: it
+// executes the plan in the order of nsexec.c's init table. What runs in
+// the jail is a [Process], sent at GO.
 type Plan struct {
 	Flags Flags
-	// UID and GID are the workload's ids inside the user namespace.
-	UID, GID uint32
 	// Attach is an existing host directory on which the child mounts the new
 	// root before pivot_root, inside its own mount namespace; AttachSrc is
 	// its host source (see Mount.Src). Only with FlagMountNS.
@@ -123,15 +134,6 @@ type Plan struct {
 	Mounts []Mount
 	// Hostname, when not empty, is set in the new UTS namespace.
 	Hostname string
-	Rlimits  []Rlimit
-	// Argv is the workload's argument vector; Argv[0] without a slash is
-	// searched in Path as execvp(3) does.
-	Argv []string
-	// Env is the workload's whole environment; nothing is inherited.
-	Env  []string
-	Path []string
-	// Cwd is the workload's working directory.
-	Cwd string
 	// Seccomp is the BPF program (struct sock_filter[], native endian) the
 	// workload loads as its last step before execve; none when empty.
 	Seccomp []byte
@@ -153,6 +155,35 @@ type Plan struct {
 	// to find the errno to answer with; without it, every notification is
 	// a kill.
 	SeccompRules []byte
+	// TTL and IdleTimeout bound a session (FlagSession): PID 1 exits,
+	// and the kernel ends the jail, TTL after GO, or IdleTimeout after
+	// the last joined process ended (the last connection to its control
+	// socket closed). Zero: no bound. Millisecond resolution.
+	TTL, IdleTimeout time.Duration
+	// JoinNS is what a join plan (FlagJoin) enters with setns(pidfd):
+	// CLONE_NEW* flags of the jail's namespaces, never CLONE_NEWCGROUP
+	// (the helper makes its own, rooted at its cgroup) or CLONE_NEWTIME
+	// (joined through PID 1's time_for_children).
+	JoinNS uint32
+}
+
+// Process is what runs in a jail: sent after READY for a one-shot run, and
+// with each join plan. Its encoding is separate from the Plan's, so a jail
+// can be built before anyone knows what will run in it.
+type Process struct {
+	// Flags may hold FlagSetgroups and FlagTTY only.
+	Flags Flags
+	// UID and GID are the process's ids inside the user namespace.
+	UID, GID uint32
+	Rlimits  []Rlimit
+	// Argv is the argument vector; Argv[0] without a slash is searched in
+	// Path as execvp(3) does.
+	Argv []string
+	// Env is the whole environment; nothing is inherited.
+	Env  []string
+	Path []string
+	// Cwd is the working directory, resolved inside the jail.
+	Cwd string
 }
 
 // LandlockRule grants Access (LANDLOCK_ACCESS_FS_*) beneath Path, a path
@@ -190,6 +221,8 @@ const (
 	tagSourceFDs
 	tagLandlock
 	tagLandlockRule
+	tagSession
+	tagJoin
 )
 
 type encoder struct {
@@ -256,8 +289,24 @@ func (e *encoder) mount(tag uint32, m Mount) {
 // header (magic, length of the rest) and records of (tag u32, length u32,
 // body), integers little endian, strings as (length u32, bytes, NUL).
 func (p *Plan) Encode() ([]byte, error) {
-	if len(p.Argv) == 0 {
-		return nil, errors.New("plan has no argv")
+	if p.Flags&processFlags != 0 {
+		return nil, fmt.Errorf("plan has process flags %#x", p.Flags&processFlags)
+	}
+	if join := p.Flags&FlagJoin != 0; join {
+		if p.Flags&(FlagMountNS|FlagSession|FlagInitramfs) != 0 || p.Attach != "" || len(p.Mounts) > 0 || p.Hostname != "" || p.Sources > 0 {
+			return nil, errors.New("a join plan builds nothing: no mounts, root, hostname or host sources")
+		}
+		if p.JoinNS == 0 || p.JoinNS&^joinableNS != 0 {
+			return nil, fmt.Errorf("join plan enters namespaces %#x, want a non-empty subset of %#x", p.JoinNS, joinableNS)
+		}
+	} else if p.JoinNS != 0 {
+		return nil, errors.New("plan has namespaces to join but is no join plan")
+	}
+	if p.Flags&FlagSession == 0 && (p.TTL != 0 || p.IdleTimeout != 0) {
+		return nil, errors.New("plan has session deadlines but is no session")
+	}
+	if p.TTL < 0 || p.IdleTimeout < 0 {
+		return nil, errors.New("plan has a negative session deadline")
 	}
 	if p.Flags&FlagMountNS != 0 && (p.Attach == "" || p.AttachSrc == 0) {
 		return nil, errors.New("plan has a mount namespace but no attach point")
@@ -265,14 +314,19 @@ func (p *Plan) Encode() ([]byte, error) {
 	if p.Flags&FlagMountNS != 0 && p.Root.Kind == 0 {
 		return nil, errors.New("plan has a mount namespace but no root")
 	}
-	for _, n := range []int{len(p.Mounts), len(p.Argv), len(p.Env), len(p.Path), len(p.Rlimits), len(p.LandlockRules)} {
+	for _, n := range []int{len(p.Mounts), len(p.LandlockRules)} {
 		if n > maxPlanItems {
 			return nil, fmt.Errorf("plan has %d items in a list, more than %d", n, maxPlanItems)
 		}
 	}
 	e := &encoder{b: make([]byte, 8, 4096)}
 	e.record(tagFlags, func() { e.u32(uint32(p.Flags)) })
-	e.record(tagIDs, func() { e.u32(p.UID); e.u32(p.GID) })
+	if p.Flags&FlagSession != 0 {
+		e.record(tagSession, func() { e.u64(uint64(p.TTL.Milliseconds())); e.u64(uint64(p.IdleTimeout.Milliseconds())) })
+	}
+	if p.JoinNS != 0 {
+		e.record(tagJoin, func() { e.u32(p.JoinNS) })
+	}
 	if p.Attach != "" {
 		e.record(tagAttach, func() { e.str("attach point", p.Attach); e.u32(p.AttachSrc) })
 	}
@@ -284,21 +338,6 @@ func (p *Plan) Encode() ([]byte, error) {
 	}
 	if p.Hostname != "" {
 		e.record(tagHostname, func() { e.str("hostname", p.Hostname) })
-	}
-	for _, r := range p.Rlimits {
-		e.record(tagRlimit, func() { e.u32(uint32(r.Resource)); e.u64(r.Cur); e.u64(r.Max) })
-	}
-	for _, s := range p.Argv {
-		e.record(tagArg, func() { e.str("argument", s) })
-	}
-	for _, s := range p.Env {
-		e.record(tagEnv, func() { e.str("environment variable", s) })
-	}
-	for _, s := range p.Path {
-		e.record(tagPath, func() { e.str("PATH entry", s) })
-	}
-	if p.Cwd != "" {
-		e.record(tagCwd, func() { e.str("working directory", p.Cwd) })
 	}
 	for _, f := range []struct {
 		tag  uint32
@@ -347,13 +386,54 @@ func (p *Plan) Encode() ([]byte, error) {
 	if p.Flags&FlagSeccompNotify != 0 && len(p.Seccomp) == 0 {
 		e.err = errors.Join(e.err, errors.New("plan has a seccomp listener but no filter"))
 	}
+	return e.finish(planMagic)
+}
+
+// finish checks the encoding and writes its header.
+func (e *encoder) finish(magic uint32) ([]byte, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
 	if len(e.b) > maxPlanBytes {
 		return nil, fmt.Errorf("plan is %d bytes, more than %d", len(e.b), maxPlanBytes)
 	}
-	binary.LittleEndian.PutUint32(e.b[0:], planMagic)
+	binary.LittleEndian.PutUint32(e.b[0:], magic)
 	binary.LittleEndian.PutUint32(e.b[4:], uint32(len(e.b)-8))
 	return e.b, nil
+}
+
+// Encode returns the process in the wire format nsexec.c decodes, as
+// [Plan.Encode] does, with a magic of its own: a process is never taken
+// for a jail.
+func (p *Process) Encode() ([]byte, error) {
+	if len(p.Argv) == 0 {
+		return nil, errors.New("process has no argv")
+	}
+	if p.Flags&^processFlags != 0 {
+		return nil, fmt.Errorf("process has jail flags %#x", p.Flags&^processFlags)
+	}
+	for _, n := range []int{len(p.Argv), len(p.Env), len(p.Path), len(p.Rlimits)} {
+		if n > maxPlanItems {
+			return nil, fmt.Errorf("process has %d items in a list, more than %d", n, maxPlanItems)
+		}
+	}
+	e := &encoder{b: make([]byte, 8, 1024)}
+	e.record(tagFlags, func() { e.u32(uint32(p.Flags)) })
+	e.record(tagIDs, func() { e.u32(p.UID); e.u32(p.GID) })
+	for _, r := range p.Rlimits {
+		e.record(tagRlimit, func() { e.u32(uint32(r.Resource)); e.u64(r.Cur); e.u64(r.Max) })
+	}
+	for _, s := range p.Argv {
+		e.record(tagArg, func() { e.str("argument", s) })
+	}
+	for _, s := range p.Env {
+		e.record(tagEnv, func() { e.str("environment variable", s) })
+	}
+	for _, s := range p.Path {
+		e.record(tagPath, func() { e.str("PATH entry", s) })
+	}
+	if p.Cwd != "" {
+		e.record(tagCwd, func() { e.str("working directory", p.Cwd) })
+	}
+	return e.finish(processMagic)
 }

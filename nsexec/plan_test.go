@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,6 +49,11 @@ func TestConstantsMatchC(t *testing.T) {
 		"PLAN_CGROUPNS":              int64(FlagCgroupNS),
 		"PLAN_TTY":                   int64(FlagTTY),
 		"PLAN_INITRAMFS":             int64(FlagInitramfs),
+		"PLAN_SESSION":               int64(FlagSession),
+		"PLAN_JOIN":                  int64(FlagJoin),
+		"PROCESS_MAGIC":              processMagic,
+		"EXEC_ARG0 length":           int64(len(ExecArg0)),
+		"TAG_JOIN":                   tagJoin,
 		"MSG_PTY":                    int64(MsgPTY),
 		"MAX_SOURCE_FDS":             maxSourceFDs,
 		"SOURCE_FD(2, 3)":            int64(SourceFD(2, 3)),
@@ -58,8 +64,6 @@ func TestConstantsMatchC(t *testing.T) {
 func samplePlan() *Plan {
 	return &Plan{
 		Flags:     FlagMountNS | FlagRootRO | FlagPIDNS,
-		UID:       1000,
-		GID:       1001,
 		Attach:    "/tmp",
 		AttachSrc: 2,
 		Root:      Mount{Kind: OpFS, FSType: "tmpfs", Target: "/", Attr: AttrNosuid | AttrNodev, Data: FSOptions("mode=0755", "size=1m")},
@@ -69,11 +73,6 @@ func samplePlan() *Plan {
 			{Kind: OpSymlink, Target: "/bin", Data: []byte("usr/bin")},
 		},
 		Hostname: "jail",
-		Rlimits:  []Rlimit{{Resource: 7, Cur: 1024, Max: 1024}, {Resource: 4, Cur: 0, Max: 0}},
-		Argv:     []string{"sh", "-c", "id"},
-		Env:      []string{"PATH=/usr/bin:/bin", "HOME=/tmp"},
-		Path:     []string{"/usr/bin", "/bin"},
-		Cwd:      "/tmp",
 		// RET ALLOW; and RET ERRNO|EPERM as the rules.
 		Seccomp:        []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f},
 		SeccompRules:   []byte{6, 0, 0, 0, 1, 0, 5, 0},
@@ -85,13 +84,71 @@ func samplePlan() *Plan {
 	}
 }
 
-func TestEncodeDecodeRoundTrip(t *testing.T) {
+func sampleProcess() *Process {
+	return &Process{
+		Flags:   FlagSetgroups | FlagTTY,
+		UID:     1000,
+		GID:     1001,
+		Rlimits: []Rlimit{{Resource: 7, Cur: 1024, Max: 1024}, {Resource: 4, Cur: 0, Max: 0}},
+		Argv:    []string{"sh", "-c", "id"},
+		Env:     []string{"PATH=/usr/bin:/bin", "HOME=/tmp"},
+		Path:    []string{"/usr/bin", "/bin"},
+		Cwd:     "/tmp",
+	}
+}
+
+// sampleJoin is the plan of a helper that joins a session.
+func sampleJoin() *Plan {
 	p := samplePlan()
-	b, err := p.Encode()
-	require.NoError(t, err)
-	got, err := cDecode(b)
-	require.NoError(t, err)
-	assert.Equal(t, p, got)
+	p.Flags = FlagJoin | FlagPIDNS | FlagTimeNS | FlagCgroupNS | FlagSeccompNotify
+	p.JoinNS = CloneNewUser | CloneNewNS | CloneNewPID
+	p.Attach, p.AttachSrc, p.Root, p.Mounts, p.Hostname, p.Sources = "", 0, Mount{}, nil, "", 0
+	return p
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	session := samplePlan()
+	session.Flags |= FlagSession
+	session.TTL, session.IdleTimeout = 90*time.Second, 1500*time.Millisecond
+	for name, p := range map[string]*Plan{"jail": samplePlan(), "session": session, "join": sampleJoin()} {
+		t.Run(name, func(t *testing.T) {
+			b, err := p.Encode()
+			require.NoError(t, err)
+			got, err := cDecode(b)
+			require.NoError(t, err)
+			assert.Equal(t, p, got)
+			_, err = cDecodeProcess(b)
+			assert.Error(t, err, "a jail plan taken for a process")
+		})
+	}
+	t.Run("process", func(t *testing.T) {
+		p := sampleProcess()
+		b, err := p.Encode()
+		require.NoError(t, err)
+		got, err := cDecodeProcess(b)
+		require.NoError(t, err)
+		assert.Equal(t, p, got)
+		_, err = cDecode(b)
+		assert.Error(t, err, "a process taken for a jail plan")
+	})
+}
+
+func TestEncodeRejectsProcess(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Process)
+	}{
+		{"no argv", func(p *Process) { p.Argv = nil }},
+		{"NUL in an argument", func(p *Process) { p.Argv[1] = "a\x00b" }},
+		{"a jail flag", func(p *Process) { p.Flags |= FlagMountNS }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := sampleProcess()
+			tc.edit(p)
+			_, err := p.Encode()
+			assert.Error(t, err)
+		})
+	}
 }
 
 func TestEncodeRejects(t *testing.T) {
@@ -99,7 +156,10 @@ func TestEncodeRejects(t *testing.T) {
 		name string
 		edit func(*Plan)
 	}{
-		{"no argv", func(p *Plan) { p.Argv = nil }},
+		{"a process flag", func(p *Plan) { p.Flags |= FlagTTY }},
+		{"deadlines without a session", func(p *Plan) { p.TTL = time.Second }},
+		{"namespaces to join without a join plan", func(p *Plan) { p.JoinNS = CloneNewPID }},
+		{"a join plan with mounts", func(p *Plan) { p.Flags |= FlagJoin; p.JoinNS = CloneNewPID }},
 		{"no attach point", func(p *Plan) { p.Attach = "" }},
 		{"no attach source", func(p *Plan) { p.AttachSrc = 0 }},
 		{"a host bind without a source", func(p *Plan) { p.Mounts[0].Src = 0 }},
@@ -109,7 +169,6 @@ func TestEncodeRejects(t *testing.T) {
 		{"landlock rules without a ruleset", func(p *Plan) { p.LandlockFS, p.LandlockScoped = 0, 0 }},
 		{"a landlock right not handled", func(p *Plan) { p.LandlockRules[0].Access = 1 << 20 }},
 		{"NUL in a landlock path", func(p *Plan) { p.LandlockRules[0].Path = "/a\x00b" }},
-		{"NUL in an argument", func(p *Plan) { p.Argv[1] = "a\x00b" }},
 		{"relative target", func(p *Plan) { p.Mounts[0].Target = "usr" }},
 		{"unknown op kind", func(p *Plan) { p.Mounts[0].Kind = 99 }},
 		{"unknown op flag", func(p *Plan) { p.Mounts[0].Flags = 0x80 }},
@@ -136,8 +195,13 @@ func TestDecodeRejectsDamage(t *testing.T) {
 		{"length too big", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[4:], uint32(len(b))); return b }},
 		{"unknown tag", func(b []byte) []byte { return append(b, 99, 0, 0, 0, 0, 0, 0, 0) }},
 		{"a mount namespace without a root", func(b []byte) []byte { return dropRecord(b, tagRoot) }},
+		{"a process record", func(b []byte) []byte {
+			b = append(b, tagArg, 0, 0, 0, 6, 0, 0, 0, 2, 0, 0, 0, 'x', 0)
+			binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-8))
+			return b
+		}},
 		{"record past the end", func(b []byte) []byte {
-			b = append(b, tagArg, 0, 0, 0, 0xff, 0xff, 0, 0)
+			b = append(b, tagHostname, 0, 0, 0, 0xff, 0xff, 0, 0)
 			binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-8))
 			return b
 		}},
@@ -183,8 +247,9 @@ func FuzzPlanRoundTrip(f *testing.F) {
 	f.Add("sh", "/usr", "/x/y", []byte("a=b\x00c"), uint8(3), uint32(1000))
 	f.Add("", "", "/", []byte{}, uint8(0), uint32(0))
 	f.Fuzz(func(t *testing.T, arg, src, target string, data []byte, n uint8, id uint32) {
-		p := &Plan{UID: id, GID: id + 1, Attach: "/tmp", AttachSrc: 1, Sources: 1 + uint32(n%3), Flags: Flags(n),
+		p := &Plan{Attach: "/tmp", AttachSrc: 1, Sources: 1 + uint32(n%3), Flags: Flags(n) &^ processFlags,
 			Root: Mount{Kind: OpFS, Target: "/", FSType: "tmpfs", Data: data}}
+		proc := &Process{UID: id, GID: id + 1, Flags: Flags(n) & processFlags, Cwd: target}
 		for i := 0; i < int(n%8); i++ {
 			m := Mount{Kind: OpKind(i%6 + 1), Flags: OpFlags(n) & validOpFlags,
 				Source: src, Target: "/" + target, Data: data, Mode: uint32(i)}
@@ -192,11 +257,16 @@ func FuzzPlanRoundTrip(f *testing.F) {
 				m.Src = 1 + uint32(i)%p.Sources
 			}
 			p.Mounts = append(p.Mounts, m)
-			p.Argv = append(p.Argv, arg)
-			p.Env = append(p.Env, arg+"="+src)
+			proc.Argv = append(proc.Argv, arg)
+			proc.Env = append(proc.Env, arg+"="+src)
 		}
-		if len(p.Argv) == 0 {
-			p.Argv = []string{arg}
+		if len(proc.Argv) == 0 {
+			proc.Argv = []string{arg}
+		}
+		if b, err := proc.Encode(); err == nil {
+			got, err := cDecodeProcess(b)
+			require.NoError(t, err)
+			assert.Equal(t, proc, got)
 		}
 		if n%2 == 1 {
 			p.LandlockFS, p.LandlockScoped = 1<<16-1, uint64(n>>4)
@@ -225,14 +295,22 @@ func FuzzPlanRoundTrip(f *testing.F) {
 func FuzzDecode(f *testing.F) {
 	good, err := samplePlan().Encode()
 	require.NoError(f, err)
+	proc, err := sampleProcess().Encode()
+	require.NoError(f, err)
+	join, err := sampleJoin().Encode()
+	require.NoError(f, err)
 	f.Add(good)
+	f.Add(proc)
+	f.Add(join)
 	f.Add([]byte("JPL1\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := cDecode(b)
-		if err != nil {
-			return
+		if p, err := cDecode(b); err == nil {
+			_, err = p.Encode()
+			assert.NoError(t, err)
 		}
-		_, err = p.Encode()
-		assert.NoError(t, err)
+		if p, err := cDecodeProcess(b); err == nil {
+			_, err = p.Encode()
+			assert.NoError(t, err)
+		}
 	})
 }

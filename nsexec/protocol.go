@@ -9,8 +9,12 @@ import (
 // Fixed facts of the child protocol. nsexec.h holds the same values;
 // TestConstantsMatchC checks them.
 const (
-	// InitArg0 is argv[0] of the re-executed child; it selects the child role.
+	// InitArg0 is argv[0] of the re-executed child that builds a jail and
+	// stays its PID 1; it selects that role.
 	InitArg0 = "jail:init"
+	// ExecArg0 is argv[0] of the helper that joins a running jail (a
+	// session) and runs one process in it.
+	ExecArg0 = "jail:exec"
 	// PlanFD is the child's fd for the read end of the plan pipe.
 	PlanFD = 3
 	// SyncFD is the child's end of the sync socket.
@@ -21,6 +25,7 @@ const (
 	maxSourceFDs = 512
 
 	planMagic    = 0x314c504a // "JPL1"
+	processMagic = 0x3150504a // "JPP1"
 	maxPlanBytes = 16 << 20
 	maxPlanItems = 65536
 	maxBPFInsns  = 4096 // BPF_MAXINSNS
@@ -32,6 +37,23 @@ func SourceFD(cgroupFDs, k uint32) int { return CgroupFD + int(cgroupFDs) + int(
 
 // MaxSources is how many host sources one plan may pass.
 const MaxSources = maxSourceFDs
+
+// ExtraFD is the child's first descriptor after the cgroup files and the
+// host sources: a session's control socket (FlagSession), or a join
+// helper's pidfd of the jail's PID 1, followed by PID 1's
+// time_for_children namespace with FlagTimeNS (FlagJoin).
+func ExtraFD(cgroupFDs, sources uint32) int { return CgroupFD + int(cgroupFDs) + int(sources) }
+
+// Namespace flags a join plan may enter (Plan.JoinNS), as clone(2) names them.
+const (
+	CloneNewNS   = 0x00020000
+	CloneNewUTS  = 0x04000000
+	CloneNewIPC  = 0x08000000
+	CloneNewUser = 0x10000000
+	CloneNewPID  = 0x20000000
+	CloneNewNet  = 0x40000000
+	joinableNS   = CloneNewNS | CloneNewUTS | CloneNewIPC | CloneNewUser | CloneNewPID | CloneNewNet
+)
 
 // MsgType is the kind of a sync message.
 type MsgType uint32

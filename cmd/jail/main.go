@@ -43,7 +43,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%v", err) })
-	root.AddCommand(newRunCommand(stdout, stderr), newCheckCommand(stdout), newVersionCommand(stdout), newSeccompCommand(stdout), newSelftestCommand(stdout, stderr), newSelftestProbeCommand(stdout))
+	root.AddCommand(newRunCommand(stdout, stderr), newCheckCommand(stdout), newVersionCommand(stdout), newSeccompCommand(stdout), newSelftestCommand(stdout, stderr), newSelftestProbeCommand(stdout), newSessionCommand(stdout, stderr))
 	return root
 }
 

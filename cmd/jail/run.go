@@ -45,7 +45,7 @@ type runFlags struct {
 	cgroupParent                    string
 	rlimits                         []string
 	stdin                           string
-	asJSON, tty                     bool
+	asJSON, tty, interactive        bool
 	report                          string
 	allowUnenforced, allowSensitive bool
 	seccomp, landlock               string
@@ -367,7 +367,14 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	c := jail.Command(ctx, spec, args[0], args[1:]...)
+	return runCmd(cmd, f, jail.Command(ctx, spec, args[0], args[1:]...), stdout, stderr)
+}
+
+// runCmd runs c with run's input and output flags (--stdin, --json,
+// --tty, --report) and turns its result into jail's exit status; `jail
+// run` and `jail session exec` share it.
+func runCmd(cmd *cobra.Command, f *runFlags, c *jail.Cmd, stdout, stderr io.Writer) error {
+	var err error
 	c.Capture = f.asJSON
 	var term *terminal
 	if f.tty {
@@ -382,7 +389,7 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 		c.TTY = &ws
 	}
 	stdin := f.stdin
-	if f.asJSON && !cmd.Flags().Changed("stdin") {
+	if f.asJSON && !cmd.Flags().Changed("stdin") && !f.interactive {
 		stdin = "none" // a captured run reads no terminal unless told to
 	}
 	switch stdin {

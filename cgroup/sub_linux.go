@@ -1,0 +1,203 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sub creates a child group named name in every directory of g, to measure
+// and kill one part of what runs in g apart from the rest (a session's
+// exec; a session's PID 1, which cgroup v2 does not allow in g itself once
+// g hands controllers down: the no-internal-process rule). The child has
+// no limits of its own; g's bound it. On cgroup2, the controllers g has
+// (memory, pids, cpu, io) are first enabled in g's cgroup.subtree_control,
+// which the kernel allows only while g holds no process.
+//
+// Destroying g destroys its children.
+func (g *Group) Sub(name string) (_ *Group, retErr error) {
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return nil, fmt.Errorf("cgroup: bad child group name %q", name)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.removed {
+		return nil, errors.New("cgroup: group is destroyed")
+	}
+	sub := &Group{fd: -1, cpuFD: -1}
+	defer func() {
+		if retErr != nil {
+			_ = sub.Destroy()
+		}
+	}()
+	for _, d := range g.dirs {
+		if d.hier.V2 {
+			if err := enableSubtree(d.path); err != nil {
+				return nil, err
+			}
+		}
+		sd := &groupDir{hier: d.hier, path: path.Join(d.path, name), cgPath: path.Join(d.cgPath, name), serves: d.serves}
+		if err := unix.Mkdir(sd.path, 0o755); err != nil {
+			return nil, &os.PathError{Op: "mkdir", Path: sd.path, Err: err}
+		}
+		sub.dirs = append(sub.dirs, sd)
+	}
+	if d := sub.v2Dir(); d != nil {
+		fd, err := unix.Open(d.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: d.path, Err: err}
+		}
+		sub.fd = fd
+	}
+	return sub, nil
+}
+
+// enableSubtree enables, in dir's cgroup.subtree_control, the controllers
+// of dir's cgroup.controllers that jail measures, so its children get them.
+func enableSubtree(dir string) error {
+	have, err := readFile(path.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return err
+	}
+	on, err := readFile(path.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return err
+	}
+	var add []string
+	for _, c := range []string{ControllerMemory, ControllerPids, ControllerCPU, ControllerIO} {
+		if slices.Contains(strings.Fields(have), c) && !slices.Contains(strings.Fields(on), c) {
+			add = append(add, "+"+c)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	return writeFile(path.Join(dir, "cgroup.subtree_control"), strings.Join(add, " "))
+}
+
+// DirState is one directory of a group, as [Group.State] saves it.
+type DirState struct {
+	// Path is the directory.
+	Path string `json:"path"`
+	// Cgroup is the cgroup path, as /proc/PID/cgroup shows it.
+	Cgroup string `json:"cgroup"`
+	// V2 is true for the cgroup2 directory.
+	V2 bool `json:"v2,omitempty"`
+	// Controllers are the v1 hierarchy's controllers.
+	Controllers []string `json:"controllers,omitempty"`
+	// Serves lists the controllers used here.
+	Serves []string `json:"serves,omitempty"`
+}
+
+// State describes g's directories, for [Load] in another process (a
+// session's group outlives the process that made it).
+func (g *Group) State() []DirState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]DirState, len(g.dirs))
+	for i, d := range g.dirs {
+		out[i] = DirState{Path: d.path, Cgroup: d.cgPath, V2: d.hier.V2, Controllers: d.hier.Controllers, Serves: d.serves}
+	}
+	return out
+}
+
+// Load returns the group that [Group.State] described. It refuses, and
+// touches nothing, unless every directory is a directory of a cgroup file
+// system (statfs), is named name, and its cgroup path ends in its path: a
+// state file is not trusted to point at any other directory.
+func Load(dirs []DirState, name string) (*Group, error) {
+	g := &Group{fd: -1, cpuFD: -1}
+	for i, ds := range dirs {
+		if !path.IsAbs(ds.Path) || path.Clean(ds.Path) != ds.Path || path.Base(ds.Path) != name ||
+			!strings.HasSuffix(ds.Path, ds.Cgroup) || ds.V2 != (i == 0 && ds.V2) {
+			return nil, fmt.Errorf("cgroup: %q is not a directory of group %q", ds.Path, name)
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(ds.Path, &st); err != nil {
+			return nil, &os.PathError{Op: "statfs", Path: ds.Path, Err: err}
+		}
+		if want := map[bool]int64{true: unix.CGROUP2_SUPER_MAGIC, false: unix.CGROUP_SUPER_MAGIC}[ds.V2]; int64(st.Type) != want {
+			return nil, fmt.Errorf("cgroup: %s is not on a cgroup%s file system", ds.Path, map[bool]string{true: "2", false: ""}[ds.V2])
+		}
+		h := hierarchy{mount: mount{V2: ds.V2, Controllers: ds.Controllers}}
+		g.dirs = append(g.dirs, &groupDir{hier: h, path: ds.Path, cgPath: ds.Cgroup, serves: ds.Serves})
+	}
+	if d := g.v2Dir(); d != nil {
+		fd, err := unix.Open(d.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: d.path, Err: err}
+		}
+		g.fd = fd
+	}
+	return g, nil
+}
+
+// Close releases g's descriptors and leaves its directories as they are.
+func (g *Group) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, fd := range []*int{&g.fd, &g.cpuFD} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
+	}
+}
+
+// Freeze stops every process of the group where it is, keeping its
+// memory (cgroup.freeze on cgroup2, freezer.state on v1), and waits until
+// the kernel says the group is frozen. Equivalent to `echo 1 >
+// cgroup.freeze`.
+func (g *Group) Freeze() error { return g.setFrozen(true) }
+
+// Thaw lets a frozen group run again.
+func (g *Group) Thaw() error { return g.setFrozen(false) }
+
+func (g *Group) setFrozen(on bool) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if d := g.v2Dir(); d != nil {
+		return writeFrozen(d.path, "cgroup.freeze", map[bool]string{true: "1", false: "0"}[on], on, frozenV2)
+	}
+	if d := g.dirServing(ControllerFreezer); d != nil {
+		return writeFrozen(d.path, "freezer.state", map[bool]string{true: "FROZEN", false: "THAWED"}[on], on, frozenV1)
+	}
+	return fmt.Errorf("cgroup: the group cannot be frozen (no cgroup2 directory and no freezer hierarchy): %w", errors.ErrUnsupported)
+}
+
+func writeFrozen(dir, file, value string, on bool, frozen func(string) bool) error {
+	if err := writeFile(path.Join(dir, file), value); err != nil {
+		return err
+	}
+	if !on {
+		return nil
+	}
+	deadline := time.Now().Add(freezeTimeout)
+	for backoff := 50 * time.Microsecond; !frozen(dir); backoff = min(2*backoff, 10*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup: %s did not freeze within %v", dir, freezeTimeout)
+		}
+		time.Sleep(backoff)
+	}
+	return nil
+}
+
+// Procs returns the processes in the group and its children.
+func (g *Group) Procs() ([]int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var pids []int
+	for _, d := range g.dirs {
+		if err := walkProcs(d.path, &pids); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(pids)
+	return slices.Compact(pids), nil
+}

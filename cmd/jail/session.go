@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/mounts"
+)
+
+// newSessionCommand is `jail session`: jails that stay up, and commands
+// run in them.
+func newSessionCommand(stdout, stderr io.Writer) *cobra.Command {
+	var stateDir string
+	root := &cobra.Command{
+		Use:   "session",
+		Short: "Create jails that stay up, and run commands in them",
+		Long: `A session is a jail that stays up with no command of its own: create it once, run many commands in it
+(the files one writes are there for the next), look at its usage, and remove it, or let it expire.
+
+There is no daemon: the session's PID 1 keeps it up and enforces its deadlines (--ttl, --idle-timeout)
+with kernel timers; its state lives in --state-dir (default $JAIL_STATE_DIR, /run/jail for root,
+$XDG_RUNTIME_DIR/jail otherwise), 0700, so one user's sessions are invisible to another.`,
+		Example: `  id=$(jail session create --profile strict --memory 512M --idle-timeout 10m)
+  jail session exec "$id" -- sh -c 'echo hi > /tmp/greeting'
+  jail session exec --json "$id" -- cat /tmp/greeting
+  jail session rm "$id"`,
+	}
+	root.PersistentFlags().StringVar(&stateDir, "state-dir", "", "directory of the sessions' state (default $JAIL_STATE_DIR, /run/jail as root, else $XDG_RUNTIME_DIR/jail)")
+	m := func() *jail.Sessions { return &jail.Sessions{Dir: stateDir} }
+	root.AddCommand(newSessionCreate(m, stdout), newSessionExec(m, stdout, stderr), newSessionList(m, stdout),
+		newSessionInspect(m, stdout), newSessionPause(m, true), newSessionPause(m, false), newSessionRm(m, stdout),
+		newSessionGC(m, stdout))
+	return root
+}
+
+// sessionError turns a session error into jail's exit status: 125 and one
+// line.
+func sessionError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: jail.ExitSetupError, msg: err.Error()}
+}
+
+func newSessionCreate(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {
+	f := newRunFlags()
+	var id string
+	var labels []string
+	var ttl, idle time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create [flags]",
+		Short: "Create a session and print its id",
+		Long: `create builds a jail from a profile and the flags, as ` + "`jail run`" + ` does, and leaves it up with no command:
+its limits (--memory, --pids, --cpus...) bound every command run in it together; --timeout, --cpu-time,
+--env and --cwd are each command's defaults. It prints the session's id, or with --json its document
+(schema jail.session/v1). Exit status 125 when the session could not be created; then nothing is left.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec, err := buildSpec(cmd, f)
+			if err != nil {
+				return err
+			}
+			ss := jail.SessionSpec{ID: id, TTL: ttl, IdleTimeout: idle, Spec: spec}
+			for _, l := range labels {
+				k, v, ok := strings.Cut(l, "=")
+				if !ok || k == "" {
+					return usageError("--label %q: want KEY=VALUE", l)
+				}
+				if ss.Labels == nil {
+					ss.Labels = map[string]string{}
+				}
+				ss.Labels[k] = v
+			}
+			if ttl < 0 || idle < 0 {
+				return usageError("--ttl and --idle-timeout: want a positive duration")
+			}
+			s, err := m().Create(context.Background(), ss)
+			if err != nil {
+				return sessionError(err)
+			}
+			if !asJSON {
+				fmt.Fprintln(stdout, s.ID())
+				return nil
+			}
+			info, err := s.Info()
+			if err != nil {
+				return sessionError(err)
+			}
+			return printJSON(stdout, info)
+		},
+	}
+	fl := cmd.Flags()
+	f.register(fl)
+	fl.StringVar(&id, "id", "", "the session's `ID`: 1-63 of [A-Za-z0-9_.-], starting with a letter or digit (default: generated)")
+	fl.StringArrayVar(&labels, "label", nil, "a `KEY=VALUE` label, listed and matched by `session list --label` (repeatable)")
+	fl.DurationVar(&ttl, "ttl", 0, "end the session this long after it started (0: never)")
+	fl.DurationVar(&idle, "idle-timeout", 0, "end the session once no command has run in it for this long (0: never)")
+	fl.BoolVar(&asJSON, "json", false, "print the session's document (jail.session/v1) instead of its id")
+	return cmd
+}
+
+func newSessionExec(m func() *jail.Sessions, stdout, stderr io.Writer) *cobra.Command {
+	f := newRunFlags()
+	cmd := &cobra.Command{
+		Use:   "exec [flags] ID -- COMMAND [ARGS...]",
+		Short: "Run a command in a session",
+		Long: `exec runs COMMAND in session ID, joining its namespaces: it sees the files earlier commands left,
+under the session's limits, in a cgroup of its own, so its report (--json: jail.result/v1 with
+session_id and exec_id) has its own CPU time, memory peak and OOM kills. When COMMAND ends or times out,
+everything it started ends with it; the session goes on. Output, input and exit status are as for
+` + "`jail run`" + `. A paused session refuses commands (exit 125).`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 && args[1] == "--" { // flags stop at ID, so "--" comes through
+				args = args[1:]
+			}
+			if len(args) < 2 {
+				return usageError("want a session ID and a command after --")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 && args[1] == "--" {
+				args = append(args[:1], args[2:]...)
+			}
+			s, err := m().Get(args[0])
+			if err != nil {
+				return sessionError(err)
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			c := s.Command(ctx, args[1], args[2:]...)
+			fl := cmd.Flags()
+			if len(f.env) > 0 {
+				base := c.Spec.Env
+				if base == nil {
+					base = jail.DefaultEnv
+				}
+				c.Spec.Env = setEnv(append([]string{}, base...), f.env...)
+			}
+			if fl.Changed("cwd") {
+				c.Spec.Cwd = f.cwd
+			}
+			if fl.Changed("timeout") {
+				c.Spec.Timeout = jail.Duration(f.timeout)
+			}
+			if fl.Changed("kill-grace") {
+				c.Spec.KillGrace = jail.Duration(f.killGrace)
+			}
+			if fl.Changed("cpu-time") {
+				c.Spec.CPUTime = jail.Duration(f.cpuTime)
+			}
+			if fl.Changed("output-limit") {
+				n, err := mounts.ParseSize(f.outputLimit)
+				if err != nil {
+					return usageError("--output-limit %q: %v", f.outputLimit, err)
+				}
+				c.Spec.OutputLimitBytes = n
+			}
+			return runCmd(cmd, f, c, stdout, stderr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false)
+	fl.StringArrayVar(&f.env, "env", nil, "set `KEY=VALUE` in the command's environment (repeatable; added to the session's)")
+	fl.StringVar(&f.cwd, "cwd", "", "working directory inside the jail (default: the session's)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit of this command (default: the session's; 0: none)")
+	fl.DurationVar(&f.killGrace, "kill-grace", 0, "at the timeout send SIGTERM first and SIGKILL after this long")
+	fl.DurationVar(&f.cpuTime, "cpu-time", 0, "CPU time this command may use, e.g. 5s (needs the session's cgroup)")
+	fl.StringVar(&f.outputLimit, "output-limit", "", "bytes of stdout and of stderr kept with --json (head and tail), e.g. 1M")
+	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own; with --json the default is none), none, or a FILE")
+	fl.BoolVarP(&f.interactive, "interactive", "i", false, "feed jail's stdin to the command (the same as --stdin -, also with --json)")
+	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
+	fl.BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal of its own, relayed to yours in raw mode; not with --json")
+	fl.StringVar(&f.report, "report", "", "also write the JSON result to `FILE`")
+	return cmd
+}
+
+func newSessionList(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {
+	var labels []string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [--label KEY=VALUE]... [--json]",
+		Short: "List running sessions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			want := map[string]string{}
+			for _, l := range labels {
+				k, v, ok := strings.Cut(l, "=")
+				if !ok || k == "" {
+					return usageError("--label %q: want KEY=VALUE", l)
+				}
+				want[k] = v
+			}
+			list, err := m().List(want)
+			if err != nil {
+				return sessionError(err)
+			}
+			infos := []*jail.SessionInfo{}
+			for _, s := range list {
+				if info, err := s.Info(); err == nil {
+					infos = append(infos, info)
+				}
+			}
+			if asJSON {
+				return printJSON(stdout, infos)
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tAGE\tPID\tLABELS")
+			for _, i := range infos {
+				var ls []string
+				for k, v := range i.Labels {
+					ls = append(ls, k+"="+v)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", i.ID, i.State, time.Since(i.CreatedAt).Round(time.Second), i.PID, strings.Join(ls, ","))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringArrayVar(&labels, "label", nil, "only sessions with this `KEY=VALUE` label (repeatable: all of them)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of session documents (jail.session/v1)")
+	return cmd
+}
+
+func newSessionInspect(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "inspect ID [--json]",
+		Short: "Show a session: state, age, deadlines, usage",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := m().Get(args[0])
+			if err != nil {
+				return sessionError(err)
+			}
+			info, err := s.Info()
+			if err != nil {
+				return sessionError(err)
+			}
+			if asJSON {
+				return printJSON(stdout, info)
+			}
+			fmt.Fprintf(stdout, "id:       %s\nstate:    %s\npid:      %d\ncreated:  %s (%s ago)\n", info.ID, info.State, info.PID,
+				info.CreatedAt.Format(time.RFC3339), time.Since(info.CreatedAt).Round(time.Second))
+			if info.ExpiresAt != nil {
+				fmt.Fprintf(stdout, "expires:  %s\n", info.ExpiresAt.Format(time.RFC3339))
+			}
+			if info.IdleTimeoutMS > 0 {
+				fmt.Fprintf(stdout, "idle:     ends after %s without a command\n", time.Duration(info.IdleTimeoutMS)*time.Millisecond)
+			}
+			if u := info.Usage; u != nil {
+				fmt.Fprintf(stdout, "cpu:      %d ms user, %d ms system\n", u.CPUUserMS, u.CPUSystemMS)
+				if u.MemoryPeakBytes != nil {
+					fmt.Fprintf(stdout, "memory:   peak %d bytes\n", *u.MemoryPeakBytes)
+				}
+				if u.PidsPeak != nil {
+					fmt.Fprintf(stdout, "pids:     peak %d\n", *u.PidsPeak)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the session's document (jail.session/v1)")
+	return cmd
+}
+
+func newSessionPause(m func() *jail.Sessions, pause bool) *cobra.Command {
+	use, short := "resume ID", "Let a paused session run again"
+	if pause {
+		use, short = "pause ID", "Freeze every process of a session, keeping its memory (cgroup freezer); commands are refused until resume"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := m().Get(args[0])
+			if err != nil {
+				return sessionError(err)
+			}
+			if pause {
+				return sessionError(s.Pause())
+			}
+			return sessionError(s.Resume())
+		},
+	}
+}
+
+func newSessionRm(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "rm ID... [--force]",
+		Short: "Remove sessions: kill everything in them, remove their cgroups and state",
+		Long: `rm ends each session: its PID 1 is killed, and with it every process of the jail (a running
+` + "`session exec`" + ` reports KILL); then its cgroup and state are removed. It prints each id and how many
+processes it ended. An unknown id is an error (exit 125) unless --force.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var errs []error
+			for _, id := range args {
+				s, err := m().Get(id)
+				if err != nil {
+					if !(force && errors.Is(err, jail.ErrNotFound)) {
+						errs = append(errs, err)
+					}
+					continue
+				}
+				n, err := s.Remove()
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(stdout, "%s\t%d processes ended\n", id, n)
+			}
+			return sessionError(errors.Join(errs...))
+		},
+	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "no error for sessions that do not exist or have ended")
+	return cmd
+}
+
+func newSessionGC(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "gc",
+		Short: "Remove what ended sessions left (cgroups, state)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ids, err := m().GC()
+			for _, id := range ids {
+				fmt.Fprintln(stdout, id)
+			}
+			return sessionError(err)
+		},
+	}
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return &exitError{code: jail.ExitSetupError, msg: "writing JSON: " + err.Error()}
+	}
+	return nil
+}

@@ -1,0 +1,332 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail"
+)
+
+// sessionDir is a state directory of the test's own, so that sessions
+// work for the unprivileged run too (it has no XDG_RUNTIME_DIR).
+func sessionDir(t *testing.T) string {
+	d := filepath.Join(hostDir(t), "sessions")
+	require.NoError(t, os.Mkdir(d, 0o700))
+	return d
+}
+
+// sess runs `jail session SUB --state-dir DIR args...`.
+func sess(t *testing.T, dir, sub string, args ...string) result {
+	t.Helper()
+	return runJail(t, append([]string{"session", sub, "--state-dir", dir}, args...)...)
+}
+
+func sessOK(t *testing.T, dir, sub string, args ...string) string {
+	t.Helper()
+	r := sess(t, dir, sub, args...)
+	require.Equal(t, 0, r.code, "jail session %s %v: %s", sub, args, r.stderr)
+	return r.stdout
+}
+
+func inspect(t *testing.T, dir, id string) jail.SessionInfo {
+	t.Helper()
+	var info jail.SessionInfo
+	require.NoError(t, json.Unmarshal([]byte(sessOK(t, dir, "inspect", "--json", id)), &info))
+	return info
+}
+
+// hasCgroups: the session gets a cgroup here (root; an unprivileged
+// caller has none on this hybrid host without delegation).
+func hasCgroups() bool { return !unprivileged }
+
+func TestSessionLifecycle(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--id", "life", "--label", "team=it", "--env", "GREETING=hello"))
+	require.Equal(t, "life", id)
+	info := inspect(t, dir, id)
+	assert.Equal(t, "running", info.State)
+	assert.Equal(t, jail.SessionSchema, info.Schema)
+	assert.Equal(t, map[string]string{"team": "it"}, info.Labels)
+
+	// A duplicate is refused.
+	r := sess(t, dir, "create", "--id", id)
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "session exists")
+
+	// Files persist from one command to the next; env and cwd default
+	// to the session's and can be overridden.
+	sessOK(t, dir, "exec", id, "--", "sh", "-c", "echo kept > /tmp/note")
+	assert.Equal(t, "kept\n", sessOK(t, dir, "exec", id, "--", "cat", "/tmp/note"))
+	assert.Equal(t, "hello /tmp\n", sessOK(t, dir, "exec", id, "--", "sh", "-c", `echo "$GREETING" "$PWD"`))
+	assert.Equal(t, "bye /etc\n", sessOK(t, dir, "exec", "--env", "GREETING=bye", "--cwd", "/etc", id, "--", "sh", "-c", `echo "$GREETING" "$PWD"`))
+
+	// The command is in the session's namespaces (time: the one PID 1
+	// made for its children), in a cgroup namespace rooted at its own
+	// cgroup, under seccomp, without capabilities, with fds 0-2 only.
+	out := sessOK(t, dir, "exec", id, "--", "sh", "-c",
+		`for n in user pid mnt net uts ipc time; do readlink /proc/$$/ns/$n; done; grep '^0::' /proc/$$/cgroup; `+
+			`grep -E '^(Seccomp|CapEff|CapPrm|NoNewPrivs):' /proc/$$/status; ls /proc/$$/fd | tr '\n' ' '`)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 13, out)
+	lines[8], lines[9], lines[10], lines[11] = lines[11], lines[8], lines[9], lines[10] // /proc order: CapPrm, CapEff, NoNewPrivs, Seccomp
+	for i, n := range []string{"user", "pid", "mnt", "net", "uts", "ipc", "time_for_children"} {
+		want, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", info.PID, n))
+		require.NoError(t, err)
+		if n == "time_for_children" {
+			want = strings.Replace(want, "time_for_children", "time", 1)
+		}
+		assert.Equal(t, want, lines[i], "namespace %s", n)
+	}
+	assert.Equal(t, "0::/", lines[7])
+	assert.Equal(t, "Seccomp:\t2", lines[8])
+	assert.Equal(t, "CapPrm:\t0000000000000000", lines[9])
+	assert.Equal(t, "CapEff:\t0000000000000000", lines[10])
+	assert.Equal(t, "NoNewPrivs:\t1", lines[11])
+	assert.Equal(t, "0 1 2", strings.TrimSpace(lines[12]))
+
+	// The report is a run's, with the session's and the command's ids.
+	var res jail.Result
+	r = sess(t, dir, "exec", "--json", id, "--", "sh", "-c", "echo out; exit 3")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stderr)
+	assert.Equal(t, 3, r.code)
+	assert.Equal(t, jail.StatusExited, res.Status)
+	assert.Equal(t, "out\n", res.Stdout)
+	assert.Equal(t, id, res.SessionID)
+	assert.NotEmpty(t, res.ExecID)
+
+	assert.Contains(t, sessOK(t, dir, "list", "--label", "team=it"), id)
+	assert.NotContains(t, sessOK(t, dir, "list", "--label", "team=other"), id)
+
+	// rm ends it, and leaves nothing.
+	assert.Contains(t, sessOK(t, dir, "rm", id), id)
+	requirePidGone(t, info.PID)
+	entries, _ := os.ReadDir(dir)
+	assert.Empty(t, entries)
+	r = sess(t, dir, "exec", id, "--", "true")
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "session not found")
+	sessOK(t, dir, "rm", "--force", id)
+}
+
+// requirePidGone waits up to 3 s for pid to be gone (or a zombie).
+func requirePidGone(t *testing.T, pid int) {
+	t.Helper()
+	requirePidGoneWithin(t, pid, 3*time.Second)
+}
+
+func requirePidGoneWithin(t *testing.T, pid int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d is still alive", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSessionExecTimeoutKillsWhatItStarted(t *testing.T) {
+	if !hasCgroups() {
+		t.Skip("needs the session's cgroup: without one, a command's timeout reaches only its process group (the report says so)")
+	}
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--pids", "64"))
+	defer sess(t, dir, "rm", id)
+	marker := "it-timeout-" + strconv.Itoa(os.Getpid())
+	var res jail.Result
+	r := sess(t, dir, "exec", "--json", "--timeout", "500ms", id, "--", "sh", "-c",
+		"setsid nohup sh -c 'exec -a "+marker+" sleep 100' >/dev/null 2>&1 & sleep 100")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stderr)
+	assert.Equal(t, jail.StatusTimedOut, res.Status)
+	assert.Equal(t, 124, r.code)
+	requireGone(t, marker)
+	assert.Equal(t, "running", inspect(t, dir, id).State)
+	assert.Equal(t, "ok\n", sessOK(t, dir, "exec", id, "--", "echo", "ok"))
+}
+
+func TestSessionOOMIsTheCommands(t *testing.T) {
+	if !hasCgroups() {
+		t.Skip("a memory limit needs a cgroup (refused without one: see TestSessionRefusesUnenforcedLimits)")
+	}
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--memory", "64M"))
+	defer sess(t, dir, "rm", id)
+	var res jail.Result
+	r := sess(t, dir, "exec", "--json", id, "--", "sh", "-c", "x=a; while :; do x=$x$x; done")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stderr)
+	assert.Equal(t, jail.StatusOOMKilled, res.Status, r.stdout)
+	assert.Positive(t, res.OOMKills)
+	// The next command has its own count, and CPU time of its own.
+	r = sess(t, dir, "exec", "--json", id, "--", "true")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stderr)
+	assert.Equal(t, jail.StatusExited, res.Status)
+	assert.Zero(t, res.OOMKills)
+	assert.Less(t, res.CPUUserMS+res.CPUSystemMS, int64(100))
+}
+
+func TestSessionRefusesUnenforcedLimits(t *testing.T) {
+	if hasCgroups() {
+		t.Skip("limits are enforced here")
+	}
+	dir := sessionDir(t)
+	r := sess(t, dir, "create", "--memory", "64M")
+	assert.Equal(t, 125, r.code)
+	entries, _ := os.ReadDir(dir)
+	assert.Empty(t, entries, "a failed create leaves nothing")
+}
+
+func TestSessionDeadlines(t *testing.T) {
+	dir := sessionDir(t)
+	ttl := strings.TrimSpace(sessOK(t, dir, "create", "--ttl", "1s"))
+	idle := strings.TrimSpace(sessOK(t, dir, "create", "--idle-timeout", "1s"))
+	ttlPID, idlePID := inspect(t, dir, ttl).PID, inspect(t, dir, idle).PID
+	// A command that runs past the idle timeout keeps the session up.
+	assert.Equal(t, "done\n", sessOK(t, dir, "exec", idle, "--", "sh", "-c", "sleep 1.5; echo done"))
+	assert.Equal(t, "running", inspect(t, dir, idle).State)
+	// With no jail process on the host, the kernel timers of each PID 1
+	// end them.
+	requirePidGone(t, ttlPID)
+	requirePidGone(t, idlePID)
+	assert.Equal(t, 125, sess(t, dir, "exec", ttl, "--", "true").code)
+	sessOK(t, dir, "gc")
+	entries, _ := os.ReadDir(dir)
+	assert.Empty(t, entries, "gc leaves nothing")
+}
+
+func TestSessionPauseFreezes(t *testing.T) {
+	if !hasCgroups() {
+		t.Skip("pausing needs the session's cgroup (freezer)")
+	}
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	spin := jailCmd(ctx, "session", "exec", "--state-dir", dir, id, "--", "sh", "-c", "while :; do :; done")
+	require.NoError(t, spin.Start())
+	cpu := func() int64 {
+		u := inspect(t, dir, id).Usage
+		require.NotNil(t, u)
+		return u.CPUUserMS + u.CPUSystemMS
+	}
+	time.Sleep(300 * time.Millisecond)
+	sessOK(t, dir, "pause", id)
+	assert.Equal(t, "paused", inspect(t, dir, id).State)
+	a := cpu()
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, a, cpu(), "CPU time went on while paused")
+	r := sess(t, dir, "exec", id, "--", "true")
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "paused")
+	sessOK(t, dir, "resume", id)
+	time.Sleep(300 * time.Millisecond)
+	assert.Greater(t, cpu(), a+100, "the loop did not go on after resume")
+	assert.Contains(t, sessOK(t, dir, "rm", id), id)
+	err := spin.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 128+9, ee.ExitCode(), "rm kills a running command")
+}
+
+func TestSessionRefusesForgedState(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--ttl", "10s"))
+	real := inspect(t, dir, id).PID
+	victim := exec.Command("sleep", "30")
+	require.NoError(t, victim.Start())
+	defer func() { _ = victim.Process.Kill(); _ = victim.Wait() }()
+
+	p := filepath.Join(dir, id, "state.json")
+	orig, err := os.ReadFile(p)
+	require.NoError(t, err)
+	b := orig
+	var st map[string]any
+	require.NoError(t, json.Unmarshal(b, &st))
+	st["pid"] = victim.Process.Pid
+	b, err = json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, b, 0o600))
+
+	r := sess(t, dir, "exec", id, "--", "true")
+	assert.Equal(t, 125, r.code)
+	sess(t, dir, "rm", id)
+	sess(t, dir, "gc")
+	assert.NoError(t, victim.Process.Signal(syscall.Signal(0)), "the forged pid was acted on")
+	// The real session was not reached through the forged state; with its
+	// own state back, rm ends it.
+	if _, err := os.Stat(p); err == nil {
+		require.NoError(t, os.WriteFile(p, orig, 0o600))
+		sessOK(t, dir, "rm", id)
+	}
+	requirePidGoneWithin(t, real, 12*time.Second)
+}
+
+func TestSessionSurvivesAKilledExec(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	marker := "it-killed-cli-" + strconv.Itoa(os.Getpid())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := jailCmd(ctx, "session", "exec", "--state-dir", dir, id, "--", "sh", "-c", "exec -a "+marker+" sleep 100")
+	require.NoError(t, c.Start())
+	deadline := time.Now().Add(5 * time.Second)
+	for len(processesMatching(marker)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, c.Process.Kill())
+	_ = c.Wait()
+	requireGone(t, marker)
+	assert.Equal(t, "ok\n", sessOK(t, dir, "exec", id, "--", "echo", "ok"))
+}
+
+func TestSessionManyLeaveNothing(t *testing.T) {
+	n, execs := 100, 10
+	if unprivileged || testing.Short() {
+		n, execs = 10, 3
+	}
+	dir := sessionDir(t)
+	script := fmt.Sprintf(`set -e
+for i in $(seq %d); do id=$(%s session create --state-dir %s); for j in $(seq %d); do %s session exec --state-dir %s $id -- true; done; %s session rm --state-dir %s $id >/dev/null; done`,
+		n, jailBin, dir, execs, jailBin, dir, jailBin, dir)
+	out, err := exec.Command("sh", "-c", script).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	entries, _ := os.ReadDir(dir)
+	assert.Empty(t, entries)
+	assert.Empty(t, ourInits())
+	assert.Empty(t, jailCgroups())
+}
+
+func TestSessionOtherUsersCannotTouch(t *testing.T) {
+	requireRoot(t)
+	if unprivileged {
+		t.Skip("needs root to be the other user")
+	}
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	for _, args := range [][]string{{"list"}, {"exec", id, "--", "true"}, {"rm", id}, {"inspect", id}} {
+		c := jailCmd(context.Background(), append([]string{"session", args[0], "--state-dir", dir}, args[1:]...)...)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unprivUID, Gid: unprivUID}}
+		out, err := c.CombinedOutput()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v as uid %d: %s", args, unprivUID, out)
+		assert.Equal(t, 125, ee.ExitCode(), "%v as uid %d: %s", args, unprivUID, out)
+	}
+	assert.Equal(t, "running", inspect(t, dir, id).State)
+}

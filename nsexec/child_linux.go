@@ -1,0 +1,252 @@
+package nsexec
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config is how to start a child stage: the role, the jail plan and the
+// descriptors it inherits, in the layout protocol.go documents.
+type Config struct {
+	// Path is the executable re-executed as the stage; it must link this
+	// package. Empty means /proc/self/exe.
+	Path string
+	// Arg0 selects the role: [InitArg0] or [ExecArg0].
+	Arg0 string
+	// Plan is the encoded jail plan ([Plan.Encode]).
+	Plan []byte
+	// Files are the descriptors after PlanFD and SyncFD, in order: the
+	// cgroup "tasks" files, the host sources, the extra descriptors of the
+	// role ([ExtraFD]).
+	Files []*os.File
+	// Stdin, Stdout and Stderr are as in [exec.Cmd].
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// SysProcAttr is as in [exec.Cmd]; Start adds Pdeathsig.
+	SysProcAttr *syscall.SysProcAttr
+	// Detachable keeps the stage from being reaped until [Child.Detach]
+	// or [Child.Wait]: a session's PID 1, which outlives the thread that
+	// started it once it has cleared its parent-death signal.
+	Detachable bool
+}
+
+// Child is the host half of a re-exec: the started stage, the plan pipe
+// (open until the process is sent) and the sync socket. Start, Wait and
+// the messages are shared by one-shot runs, sessions and joins.
+type Child struct {
+	cmd     *exec.Cmd
+	sync    *os.File
+	planW   *os.File
+	waitc   chan error
+	waitErr error
+	// release, for a Detachable child, lets the starting goroutine go on
+	// to reap it.
+	release     chan struct{}
+	releaseOnce sync.Once
+}
+
+// Start starts the stage from a goroutine locked to its OS thread, which
+// stays locked until the stage is reaped: Pdeathsig fires when the thread
+// that forked the child exits (go.dev/issue/27505). It writes the jail
+// plan and returns; the caller reads READY with [Child.Recv].
+func Start(cfg Config) (_ *Child, retErr error) {
+	path := cfg.Path
+	if path == "" {
+		path = "/proc/self/exe"
+	}
+	planR, planW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("plan pipe: %w", err)
+	}
+	defer planR.Close()
+	defer func() {
+		if retErr != nil {
+			planW.Close()
+		}
+	}()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("socketpair", err)
+	}
+	syncF := os.NewFile(uintptr(fds[0]), "jail-sync")
+	childSync := os.NewFile(uintptr(fds[1]), "jail-sync-child")
+	defer childSync.Close()
+	defer func() {
+		if retErr != nil {
+			syncF.Close()
+		}
+	}()
+	attr := cfg.SysProcAttr
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	attr.Pdeathsig = syscall.SIGKILL
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        []string{cfg.Arg0},
+		Env:         []string{}, // the stage builds the process's environment from the plan
+		ExtraFiles:  append([]*os.File{planR, childSync}, cfg.Files...),
+		Stdin:       cfg.Stdin,
+		Stdout:      cfg.Stdout,
+		Stderr:      cfg.Stderr,
+		SysProcAttr: attr,
+	}
+	c := &Child{cmd: cmd, sync: syncF, planW: planW, waitc: make(chan error, 1), release: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		if cfg.Detachable {
+			<-c.release
+			runtime.UnlockOSThread()
+			waitExit(cmd.Process.Pid)
+		}
+		c.waitc <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	// A write error means the child died; its report or EOF follows.
+	_, _ = planW.Write(cfg.Plan)
+	return c, nil
+}
+
+// Pid returns the stage's pid in this process's PID namespace.
+func (c *Child) Pid() int { return c.cmd.Process.Pid }
+
+// Signal sends sig to the stage (through its pidfd: never a recycled pid).
+func (c *Child) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
+
+// ProcessState is the stage's state once Wait returned.
+func (c *Child) ProcessState() *os.ProcessState { return c.cmd.ProcessState }
+
+// Wait waits for the stage to exit and for os/exec's copying of its output
+// to end; it may be called more than once.
+func (c *Child) Wait() error {
+	c.Detach()
+	if c.waitc != nil {
+		c.waitErr = <-c.waitc
+		c.waitc = nil
+	}
+	return c.waitErr
+}
+
+// Detach lets a Detachable child outlive the thread that started it; it is
+// reaped when it exits, without a thread waiting for it.
+func (c *Child) Detach() { c.releaseOnce.Do(func() { close(c.release) }) }
+
+// waitExit waits, in the runtime's poller rather than in a blocked
+// thread, until process pid (a child of ours) has exited: its pidfd polls
+// readable then.
+func waitExit(pid int) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return // gone already, or no pidfd: Wait blocks instead
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(p, 0)
+		return err != nil || n > 0
+	})
+}
+
+// SendProcess writes the process plan and closes the plan pipe; the stage
+// reads it after GO.
+func (c *Child) SendProcess(p []byte) error {
+	_, err := c.planW.Write(p)
+	if cerr := c.planW.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ClosePlan closes the plan pipe without a process (a session).
+func (c *Child) ClosePlan() { c.planW.Close() }
+
+// Close closes the parent's ends; the stage reads EOF and ends.
+func (c *Child) Close() {
+	c.planW.Close()
+	c.sync.Close()
+}
+
+// Send sends one sync message.
+func (c *Child) Send(m Msg) error {
+	b, err := m.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	_, err = c.sync.Write(b)
+	return err
+}
+
+// Recv reads one sync message and the descriptor attached to it, which
+// only MsgPTY carries; the caller owns the file. It returns io.EOF once
+// the stage is gone.
+func (c *Child) Recv(m *Msg) (*os.File, error) {
+	rc, err := c.sync.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, MsgSize)
+	oob := make([]byte, unix.CmsgSpace(4))
+	var n, oobn int
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		for {
+			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), b, oob, unix.MSG_CMSG_CLOEXEC)
+			if rerr != unix.EINTR {
+				return rerr != unix.EAGAIN
+			}
+		}
+	}); err != nil {
+		return nil, err
+	}
+	var file *os.File
+	if oobn > 0 {
+		if cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, cm := range cmsgs {
+				fds, _ := unix.ParseUnixRights(&cm)
+				for _, fd := range fds {
+					if file == nil {
+						file = os.NewFile(uintptr(fd), "jail-fd")
+					} else {
+						unix.Close(fd)
+					}
+				}
+			}
+		}
+	}
+	switch {
+	case rerr != nil:
+		err = os.NewSyscallError("recvmsg", rerr)
+	case n == 0:
+		err = io.EOF
+	default:
+		err = m.UnmarshalBinary(b[:n])
+	}
+	if err != nil || m.Type != MsgPTY {
+		if file != nil {
+			file.Close() // only MsgPTY carries a descriptor
+		}
+		return nil, err
+	}
+	return file, nil
+}

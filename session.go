@@ -1,0 +1,135 @@
+package jail
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jailrt/jail/cgroup"
+	"github.com/jailrt/jail/nsexec"
+)
+
+// SessionSchema is the value of [SessionInfo.Schema].
+const SessionSchema = "jail.session/v1"
+
+// SessionSpec describes a session to create: a jail that stays up, with
+// no process of its own, that commands join ([Session.Command]).
+type SessionSpec struct {
+	// ID names the session: 1 to 63 of [A-Za-z0-9_.-], starting with a
+	// letter or digit. Empty: one is generated.
+	ID string `json:"id,omitempty"`
+	// Labels are the caller's, listed and matched by [Sessions.List].
+	Labels map[string]string `json:"labels,omitempty"`
+	// TTL ends the session this long after it started, whatever runs in
+	// it; 0: never.
+	TTL time.Duration `json:"ttl,omitempty"`
+	// IdleTimeout ends the session once no command has run in it for
+	// this long; 0: never.
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// Spec is the jail. Its limits bound every command together; its
+	// Timeout, CPUTime, Env and Cwd are each command's defaults.
+	Spec Spec `json:"spec"`
+}
+
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// validate checks the parts of a SessionSpec that are not its Spec.
+func (s *SessionSpec) validate() error {
+	if s.ID != "" && !sessionIDPattern.MatchString(s.ID) {
+		return &SpecError{Field: "id", Value: s.ID, Err: fmt.Errorf("want 1 to 63 of [A-Za-z0-9_.-], starting with a letter or digit")}
+	}
+	for k := range s.Labels {
+		if k == "" || len(k) > 63 || !sessionIDPattern.MatchString(k) {
+			return &SpecError{Field: "labels", Value: k, Err: fmt.Errorf("a label key is 1 to 63 of [A-Za-z0-9_.-], starting with a letter or digit")}
+		}
+	}
+	if s.TTL < 0 {
+		return &SpecError{Field: "ttl", Value: s.TTL.String(), Err: fmt.Errorf("is negative")}
+	}
+	if s.IdleTimeout < 0 {
+		return &SpecError{Field: "idle_timeout", Value: s.IdleTimeout.String(), Err: fmt.Errorf("is negative")}
+	}
+	return nil
+}
+
+// newSessionID returns a random id.
+func newSessionID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Session states, as [SessionInfo.State] reports them.
+const (
+	SessionRunning = "running"
+	SessionPaused  = "paused"
+	// SessionExited: its PID 1 is gone (a deadline passed, or it was
+	// killed); the next operation on it, or `jail session gc`, removes
+	// what it left.
+	SessionExited = "exited"
+)
+
+// SessionInfo is the document `jail session inspect --json` prints.
+type SessionInfo struct {
+	// Schema is "jail.session/v1".
+	Schema string `json:"schema"`
+	ID     string `json:"id"`
+	// State is running, paused or exited.
+	State  string            `json:"state"`
+	Labels map[string]string `json:"labels"`
+	// PID is the session's PID 1, in the host's PID namespace.
+	PID       int       `json:"pid"`
+	CreatedAt time.Time `json:"created_at"`
+	// TTLMS and IdleTimeoutMS are the deadlines, 0 for none.
+	TTLMS         int64 `json:"ttl_ms"`
+	IdleTimeoutMS int64 `json:"idle_timeout_ms"`
+	// ExpiresAt is when the TTL ends the session, or null.
+	ExpiresAt *time.Time `json:"expires_at"`
+	// Usage is what the session's cgroup measured, or null without one.
+	Usage *SessionUsage `json:"usage"`
+	// Isolation says what is in force, as in a run's report.
+	Isolation Isolation `json:"isolation"`
+}
+
+// SessionUsage is what a session used so far, every command and orphan
+// together, from its cgroup.
+type SessionUsage struct {
+	CPUUserMS   int64 `json:"cpu_user_ms"`
+	CPUSystemMS int64 `json:"cpu_system_ms"`
+	// MemoryPeakBytes and PidsPeak are null where the kernel does not say.
+	MemoryPeakBytes *int64 `json:"memory_peak_bytes"`
+	PidsPeak        *int64 `json:"pids_peak"`
+	OOMKills        int64  `json:"oom_kills"`
+}
+
+// sessionState is a session's state file: what its creator knew and what
+// a command needs to join it. It is written once, atomically, by Create
+// (Paused changes with Pause and Resume).
+type sessionState struct {
+	Schema      string            `json:"schema"`
+	ID          string            `json:"id"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	TTL         time.Duration     `json:"ttl"`
+	IdleTimeout time.Duration     `json:"idle_timeout"`
+	Paused      bool              `json:"paused,omitempty"`
+	// PID, StartTime and PIDNS identify the session's PID 1: a pid alone
+	// could be another process by now (firejail CVE-2022-31214).
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	PIDNS     uint64 `json:"pidns"`
+	// Spec is the session's, for each command's defaults.
+	Spec Spec `json:"spec"`
+	// Join and Process are the templates of each command's plans.
+	Join    nsexec.Plan    `json:"join"`
+	Process nsexec.Process `json:"process"`
+	// Isolation is the session's report.
+	Isolation Isolation `json:"isolation"`
+	// CgroupName and Cgroup are the session's group, none when empty.
+	CgroupName string            `json:"cgroup_name,omitempty"`
+	Cgroup     []cgroup.DirState `json:"cgroup,omitempty"`
+}
+
+const sessionStateSchema = "jail.session-state/v1"

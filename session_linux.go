@@ -1,0 +1,888 @@
+package jail
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail/cgroup"
+	"github.com/jailrt/jail/internal/procfs"
+	"github.com/jailrt/jail/nsexec"
+)
+
+// Sessions manages the sessions of one state directory. Jail has no
+// daemon: a session's PID 1 keeps it up, and its state lives in Dir, one
+// directory per session (a state file written once, atomically, and a
+// lock: exclusive to create, remove, pause and resume, shared while a
+// command joins). Sessions of one user are invisible to another: each has
+// its own Dir, 0700.
+type Sessions struct {
+	// Dir is the state directory; empty means [DefaultSessionDir].
+	Dir string
+	// HelperPath is as in [Cmd].
+	HelperPath string
+	// Logger receives debug and lifecycle records; nil discards them.
+	Logger *slog.Logger
+}
+
+// Session is one session. Its methods may be called from several
+// goroutines, and from several processes at once.
+type Session struct {
+	m  *Sessions
+	id string
+	st sessionState
+}
+
+// ID returns the session's id.
+func (s *Session) ID() string { return s.id }
+
+// DefaultSessionDir returns where sessions live for this user:
+// $JAIL_STATE_DIR, else /run/jail for root, else $XDG_RUNTIME_DIR/jail.
+func DefaultSessionDir() (string, error) {
+	if d := os.Getenv("JAIL_STATE_DIR"); d != "" {
+		return d, nil
+	}
+	if os.Geteuid() == 0 {
+		return "/run/jail", nil
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "jail"), nil
+	}
+	return "", errors.New("no state directory for sessions: set XDG_RUNTIME_DIR or JAIL_STATE_DIR (or --state-dir)")
+}
+
+// dir returns the state directory, made 0700 if missing, and refuses one
+// another user could write to or that is a symlink.
+func (m *Sessions) dir() (string, error) {
+	d := m.Dir
+	if d == "" {
+		var err error
+		if d, err = DefaultSessionDir(); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return "", err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(d, &st); err != nil {
+		return "", &os.PathError{Op: "lstat", Path: d, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return "", fmt.Errorf("session state directory %s: want a directory of uid %d that no one else can write to", d, os.Geteuid())
+	}
+	return d, nil
+}
+
+func (m *Sessions) log() *slog.Logger {
+	if m.Logger == nil {
+		return discard
+	}
+	return m.Logger
+}
+
+// lockSession opens and locks a session's lock file (flock LOCK_EX or
+// LOCK_SH); closing the file releases it.
+func lockSession(dir string, how int, wait bool) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if !wait {
+		how |= unix.LOCK_NB
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), how)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if err == unix.EWOULDBLOCK {
+			return nil, ErrBusy
+		}
+		return nil, os.NewSyscallError("flock", err)
+	}
+	return f, nil
+}
+
+// execSeq numbers the exec cgroups of this process.
+var execSeq atomic.Uint64
+
+// sessionCgroupName names a session's group: never a per-run group's name,
+// which cgroup.Prune would take for an orphan once its creator exits.
+func sessionCgroupName(id string) string {
+	return fmt.Sprintf("jail-session-%d-%s", os.Geteuid(), id)
+}
+
+// Create creates a session: a jail built as for a run of ss.Spec, whose
+// PID 1 stays up with no process of its own until ss.TTL, ss.IdleTimeout
+// or [Session.Remove]. It returns errors as [Cmd.Start] does, and an error
+// wrapping ErrExists for an id in use. On any error nothing is left: no
+// state, cgroup or process.
+func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retErr error) {
+	if err := ss.validate(); err != nil {
+		return nil, err
+	}
+	if ss.ID == "" {
+		ss.ID = newSessionID()
+	}
+	base, err := m.dir()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(base, ss.ID)
+	if err := unix.Mkdir(dir, 0o700); err != nil {
+		if err != unix.EEXIST {
+			return nil, &os.PathError{Op: "mkdir", Path: dir, Err: err}
+		}
+		// A session that ended leaves its directory until someone looks.
+		if s, gerr := m.Get(ss.ID); gerr == nil || !errors.Is(gerr, ErrNotFound) {
+			_ = s
+			return nil, fmt.Errorf("session %s: %w", ss.ID, ErrExists)
+		}
+		if err := unix.Mkdir(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("session %s: %w", ss.ID, ErrExists)
+		}
+	}
+	defer func() {
+		if retErr != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	lock, err := lockSession(dir, unix.LOCK_EX, true)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+
+	c := &Cmd{ctx: ctx, Spec: ss.Spec, Args: []string{"session"}, HelperPath: m.HelperPath, Logger: m.Logger, started: true}
+	st := sessionState{Schema: sessionStateSchema, ID: ss.ID, Labels: ss.Labels, TTL: ss.TTL, IdleTimeout: ss.IdleTimeout,
+		Spec: ss.Spec}
+	var files []*os.File
+	var ctl *os.File
+	steps := []hostStep{
+		{name: "spec", do: func() error {
+			if err := c.plan(); err != nil {
+				return err
+			}
+			c.l.plan.Flags |= nsexec.FlagSession
+			c.l.plan.TTL, c.l.plan.IdleTimeout = ss.TTL, ss.IdleTimeout
+			return nil
+		}, undo: func() { c.l.closeSources() }},
+		{name: "open host sources", do: func() error {
+			sources, err := c.l.openSources()
+			files = append(files, sources...)
+			return err
+		}},
+		{name: "cgroup", do: func() error {
+			attach, err := c.makeSessionCgroup(&st)
+			files = append(attach, files...)
+			c.l.plan.CgroupFDs = uint32(len(attach))
+			return err
+		}, undo: c.destroyCgroup},
+		{name: "control socket", do: func() (err error) {
+			ctl, err = listenControl(filepath.Join(dir, "ctl.sock"))
+			return err
+		}},
+		{name: "clone", do: func() error {
+			defer c.l.closeSources()
+			defer closeAll(files)
+			defer ctl.Close()
+			return c.spawnDetached(append(files, ctl))
+		}, undo: c.abort},
+		{name: "ready", do: c.awaitReady},
+		{name: "go", do: func() error {
+			c.child.ClosePlan()
+			if err := c.child.Send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
+				return c.deathError("before it was told to go", err)
+			}
+			var msg nsexec.Msg
+			if _, err := c.child.Recv(&msg); err != nil || msg.Type != nsexec.MsgStarted {
+				if err == nil && msg.Type == nsexec.MsgSetupError {
+					return &stepError{msg.Step, c.childError(msg)}
+				}
+				return c.deathError("before the session was up", errOrEOF(err))
+			}
+			return nil
+		}},
+		{name: "state", do: func() error {
+			pid := c.child.Pid()
+			start, pidns, err := processIdentity(pid)
+			if err != nil {
+				return err
+			}
+			st.PID, st.StartTime, st.PIDNS, st.CreatedAt = pid, start, pidns, time.Now().UTC()
+			st.Join, st.Process, st.Isolation = joinTemplate(c.l), c.l.proc, c.l.iso
+			return writeState(dir, &st)
+		}},
+	}
+	if err := c.runSteps(steps); err != nil {
+		if c.child != nil {
+			c.abort()
+		}
+		return nil, err
+	}
+	c.child.Detach() // the session outlives this process; its exit is reaped here meanwhile
+	m.log().Info("session created", "id", st.ID, "pid", st.PID)
+	return &Session{m: m, id: st.ID, st: st}, nil
+}
+
+// makeSessionCgroup makes the session's group (always, where this host
+// and caller can: it measures and kills each command apart) and its init/
+// leaf for PID 1: cgroup v2 allows processes only in leaves of a group
+// that hands controllers down.
+func (c *Cmd) makeSessionCgroup(st *sessionState) ([]*os.File, error) {
+	name := sessionCgroupName(st.ID)
+	g, err := cgroup.New(st.Spec.limits(), cgroup.Options{Parent: st.Spec.CgroupParent, AllowUnenforced: st.Spec.AllowUnenforced, Name: name})
+	if err != nil {
+		if st.Spec.limits() != (cgroup.Limits{}) {
+			return nil, err
+		}
+		// No limits asked for, and no cgroup to be had (an unprivileged
+		// caller without delegation): the session runs without one, and
+		// says what that costs.
+		c.l.iso.NotEnforced = append(c.l.iso.NotEnforced, "per-command cgroups: "+err.Error()+
+			"; a command's timeout and end reach only its process group, and its usage is from getrusage")
+		c.l.iso.Cgroup = "none"
+		return nil, nil
+	}
+	for _, u := range g.Unenforced() {
+		c.l.iso.NotEnforced = append(c.l.iso.NotEnforced, u.String())
+	}
+	c.l.iso.Cgroup = map[int]string{0: "none", 1: "v1", 2: "v2"}[g.Version()]
+	st.CgroupName, st.Cgroup = name, g.State()
+	init, err := g.Sub("init")
+	if err != nil {
+		_ = g.Destroy()
+		return nil, err
+	}
+	c.cg = g // Destroy removes init/ with it
+	files, err := init.AttachFiles()
+	if err != nil {
+		init.Close()
+		return nil, err
+	}
+	c.sessionInit = init
+	return files, nil
+}
+
+// joinTemplate is the plan a command joins the session with, less its
+// cgroup files.
+func joinTemplate(l *launch) nsexec.Plan {
+	p := l.plan
+	var ns uint32
+	for _, f := range []uintptr{cloneNewUser, cloneNewNS, cloneNewPID, cloneNewNet, cloneNewUTS, cloneNewIPC} {
+		if l.cloneflags&f != 0 {
+			ns |= uint32(f)
+		}
+	}
+	return nsexec.Plan{
+		Flags: p.Flags&(nsexec.FlagPIDNS|nsexec.FlagTimeNS|nsexec.FlagCgroupNS|nsexec.FlagSeccompNotify|nsexec.FlagSeccompWaitKillable) |
+			nsexec.FlagJoin,
+		JoinNS:         ns,
+		Seccomp:        p.Seccomp,
+		SeccompRules:   p.SeccompRules,
+		LandlockFS:     p.LandlockFS,
+		LandlockScoped: p.LandlockScoped,
+		LandlockRules:  p.LandlockRules,
+	}
+}
+
+// listenControl makes the session's control socket: PID 1 accepts on it,
+// and counts each connection, held by a command while it runs, as
+// activity. It is a path in the state directory, which no process of the
+// jail can reach.
+func listenControl(path string) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "bind", Path: path, Err: err}
+	}
+	if err := unix.Listen(fd, 64); err != nil {
+		f.Close()
+		return nil, os.NewSyscallError("listen", err)
+	}
+	return f, nil
+}
+
+// dialControl connects to a session's control socket and waits for its
+// PID 1 to take the connection.
+func dialControl(path string) (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		f.Close()
+		if err == unix.ECONNREFUSED || err == unix.ENOENT {
+			return nil, ErrNotRunning
+		}
+		return nil, &os.PathError{Op: "connect", Path: path, Err: err}
+	}
+	var b [1]byte
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
+	n, err := f.Read(b[:])
+	if err != nil || n != 1 {
+		f.Close()
+		return nil, fmt.Errorf("session control socket: no answer (%v): %w", err, ErrBusy)
+	}
+	return f, nil
+}
+
+// spawnDetached starts a session's PID 1: no stdio of the caller's, and
+// reaped by this process only when it ends.
+func (c *Cmd) spawnDetached(files []*os.File) error {
+	c.Stdin, c.Stdout, c.Stderr = nil, nil, nil
+	return c.spawn(nsexec.InitArg0, files)
+}
+
+// processIdentity returns what tells a process apart from a later one
+// with the same pid: its start time and its PID namespace.
+func processIdentity(pid int) (start, pidns uint64, err error) {
+	ps, ok := procfs.ReadStat(pid)
+	if !ok || ps.State == 'Z' || ps.State == 'X' { // a dead PID 1 not yet reaped is no session
+		return 0, 0, fmt.Errorf("read /proc/%d/stat: %w", pid, ErrNotRunning)
+	}
+	start = ps.StartTime
+	var st unix.Stat_t
+	p := fmt.Sprintf("/proc/%d/ns/pid", pid)
+	if err := unix.Stat(p, &st); err != nil {
+		return 0, 0, &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	return start, st.Ino, nil
+}
+
+func writeState(dir string, st *sessionState) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "state.json.tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "state.json"))
+}
+
+func readState(dir, id string) (*sessionState, error) {
+	p := filepath.Join(dir, "state.json")
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return nil, fmt.Errorf("session state %s: not a regular file of uid %d that only it can write", p, os.Geteuid())
+	}
+	var s sessionState
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("session state %s: %w", p, err)
+	}
+	if s.Schema != sessionStateSchema || s.ID != id || s.PID <= 0 {
+		return nil, fmt.Errorf("session state %s: not the state of session %s", p, id)
+	}
+	return &s, nil
+}
+
+// pidfdOf returns a pidfd of the session's PID 1 if it is alive and is
+// the very process the state names: same start time, same PID namespace,
+// named jail:init. A state file pointing at any other process (forged, or
+// stale after the pid was reused) gives ErrNotRunning.
+func (st *sessionState) pidfdOf() (int, error) {
+	fd, err := unix.PidfdOpen(st.PID, 0)
+	if err != nil {
+		return -1, ErrNotRunning
+	}
+	start, pidns, err := processIdentity(st.PID)
+	comm, cerr := os.ReadFile(fmt.Sprintf("/proc/%d/comm", st.PID))
+	// Checked after the reads: the pidfd pins the process the reads were about.
+	alive := unix.PidfdSendSignal(fd, 0, nil, 0) == nil
+	if err != nil || cerr != nil || !alive || start != st.StartTime || pidns != st.PIDNS || strings.TrimSpace(string(comm)) != nsexec.InitArg0 {
+		unix.Close(fd)
+		return -1, ErrNotRunning
+	}
+	return fd, nil
+}
+
+// Get returns the session id. It returns an error wrapping ErrNotFound if
+// there is none, and cleans up (and returns ErrNotFound for) a session
+// that has ended.
+func (m *Sessions) Get(id string) (*Session, error) {
+	if !sessionIDPattern.MatchString(id) {
+		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	base, err := m.dir()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(base, id)
+	st, err := readState(dir, id)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Lstat(dir); serr == nil {
+			_ = m.cleanup(dir, nil) // a create that died before its state
+		}
+		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{m: m, id: id, st: *st}
+	if fd, err := st.pidfdOf(); err == nil {
+		unix.Close(fd)
+		return s, nil
+	}
+	if err := m.cleanup(dir, st); err != nil {
+		return nil, fmt.Errorf("session %s has ended, and what it left could not be removed: %w", id, err)
+	}
+	return nil, fmt.Errorf("session %s has ended: %w", id, ErrNotFound)
+}
+
+// cleanup removes what an ended session left: its cgroup and its state.
+// It does nothing if someone holds the session's lock.
+func (m *Sessions) cleanup(dir string, st *sessionState) error {
+	lock, err := lockSession(dir, unix.LOCK_EX, false)
+	if err != nil {
+		return nil // busy: whoever holds it goes on
+	}
+	defer lock.Close()
+	if st != nil {
+		if fd, err := st.pidfdOf(); err == nil {
+			unix.Close(fd)
+			return nil // it is alive after all
+		}
+		if err := destroyStateCgroup(st); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(dir)
+}
+
+func destroyStateCgroup(st *sessionState) error {
+	if st.CgroupName == "" {
+		return nil
+	}
+	g, err := cgroup.Load(st.Cgroup, st.CgroupName)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return g.Destroy()
+}
+
+// List returns the running sessions, sorted by id, that have every label
+// of labels; ended sessions are cleaned up on the way.
+func (m *Sessions) List(labels map[string]string) ([]*Session, error) {
+	base, err := m.dir()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Session
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		s, err := m.Get(e.Name())
+		if err != nil {
+			continue
+		}
+		match := true
+		for k, v := range labels {
+			match = match && s.st.Labels[k] == v
+		}
+		if match {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out, nil
+}
+
+// GC removes what ended sessions left (cgroups, state) and returns their
+// ids.
+func (m *Sessions) GC() ([]string, error) {
+	base, err := m.dir()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		_, err := m.Get(e.Name())
+		if _, serr := os.Lstat(filepath.Join(base, e.Name())); serr != nil {
+			removed = append(removed, e.Name())
+		} else if err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// Command returns a Cmd that runs name with args in the session, with the
+// session's Spec as its Spec: change its Env, Cwd, Timeout, CPUTime,
+// KillGrace or OutputLimitBytes before Start; the other fields are the
+// session's and a change to them is ignored. Its Result is a run's, with
+// SessionID and ExecID set. The command is killed with everything it
+// started when it ends or times out; the session goes on.
+func (s *Session) Command(ctx context.Context, name string, args ...string) *Cmd {
+	c := Command(ctx, s.st.Spec, name, args...)
+	c.session = s
+	c.execID = newSessionID()
+	c.HelperPath = s.m.HelperPath
+	c.Logger = s.m.Logger
+	return c
+}
+
+// joinSteps are Start's host-side steps for a command of a session.
+func (c *Cmd) joinSteps() []hostStep {
+	s := c.session
+	var files []*os.File
+	var lock *os.File
+	var st *sessionState
+	pidfd := -1
+	closeJoin := func() {
+		closeAll(files)
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+			pidfd = -1
+		}
+	}
+	return []hostStep{
+		{name: "session", do: func() error {
+			base, err := s.m.dir()
+			if err != nil {
+				return err
+			}
+			dir := filepath.Join(base, s.id)
+			if lock, err = lockSession(dir, unix.LOCK_SH, true); err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("session %s: %w", s.id, ErrNotFound)
+				}
+				return err
+			}
+			if st, err = readState(dir, s.id); err != nil {
+				return err
+			}
+			if st.Paused {
+				return fmt.Errorf("session %s is paused (resume it first): %w", s.id, ErrNotRunning)
+			}
+			if pidfd, err = st.pidfdOf(); err != nil {
+				return fmt.Errorf("session %s: %w", s.id, err)
+			}
+			return nil
+		}, undo: func() { closeJoin(); lock.Close() }},
+		{name: "spec", do: func() error { return c.planJoin(st) }},
+		{name: "cgroup", do: func() error {
+			if st.CgroupName == "" {
+				return nil
+			}
+			g, err := cgroup.Load(st.Cgroup, st.CgroupName)
+			if err != nil {
+				return err
+			}
+			defer g.Close()
+			attach, err := c.makeCgroup(&c.Spec, g)
+			files = append(attach, files...)
+			c.l.plan.CgroupFDs = uint32(len(attach))
+			return err
+		}, undo: c.destroyCgroup},
+		{name: "session control", do: func() error {
+			ctl, err := dialControl(filepath.Join(filepath.Dir(lock.Name()), "ctl.sock"))
+			c.ctl = ctl
+			return err
+		}, undo: func() { c.ctl.Close() }},
+		{name: "clone", do: func() error {
+			defer closeJoin()
+			defer lock.Close() // joined, or failed: rm may go on
+			files = append(files, os.NewFile(uintptr(pidfd), "pidfd"))
+			pidfd = -1
+			if c.l.plan.Flags&nsexec.FlagTimeNS != 0 {
+				f, err := os.OpenFile(fmt.Sprintf("/proc/%d/ns/time_for_children", st.PID), os.O_RDONLY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return err
+				}
+				files = append(files, f)
+			}
+			return c.spawn(nsexec.ExecArg0, files)
+		}, undo: c.abort},
+		{name: "ready", do: c.awaitReady},
+		{name: "go", do: c.release},
+	}
+}
+
+// planJoin makes the launch of a command of session st: the session's
+// join plan, and a process from its template with this Cmd's command,
+// environment and working directory.
+func (c *Cmd) planJoin(st *sessionState) error {
+	spec := st.Spec
+	spec.Env, spec.Cwd, spec.Timeout, spec.CPUTime, spec.KillGrace, spec.OutputLimitBytes =
+		c.Spec.Env, c.Spec.Cwd, c.Spec.Timeout, c.Spec.CPUTime, c.Spec.KillGrace, c.Spec.OutputLimitBytes
+	c.Spec = spec
+	if len(c.Args) == 0 || c.Args[0] == "" {
+		return &stepError{"spec", &SpecError{Field: "command", Value: "", Err: errors.New("is empty")}}
+	}
+	if spec.Cwd != "" && !strings.HasPrefix(spec.Cwd, "/") {
+		return &stepError{"spec", &SpecError{Field: "cwd", Value: spec.Cwd, Err: errors.New("is not absolute")}}
+	}
+	for _, e := range spec.Env {
+		if !strings.Contains(e, "=") {
+			return &stepError{"spec", &SpecError{Field: "env", Value: e, Err: errors.New("want NAME=VALUE")}}
+		}
+	}
+	l := &launch{plan: st.Join, proc: st.Process, iso: st.Isolation, checked: &checkedSpec{}}
+	l.proc.Argv, l.proc.Env, l.proc.Path = c.Args, spec.env(), spec.searchPath()
+	if spec.Cwd != "" {
+		l.proc.Cwd = spec.Cwd
+	}
+	if c.TTY != nil {
+		l.proc.Flags |= nsexec.FlagTTY
+	}
+	l.iso.NotEnforced = append([]string{}, l.iso.NotEnforced...)
+	c.l = l
+	return nil
+}
+
+// Info returns the session's document: state, deadlines, usage.
+func (s *Session) Info() (*SessionInfo, error) {
+	base, err := s.m.dir()
+	if err != nil {
+		return nil, err
+	}
+	st, err := readState(filepath.Join(base, s.id), s.id)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", s.id, ErrNotFound)
+	}
+	info := &SessionInfo{Schema: SessionSchema, ID: st.ID, State: SessionRunning, Labels: st.Labels, PID: st.PID,
+		CreatedAt: st.CreatedAt, TTLMS: st.TTL.Milliseconds(), IdleTimeoutMS: st.IdleTimeout.Milliseconds(), Isolation: st.Isolation}
+	if info.Labels == nil {
+		info.Labels = map[string]string{}
+	}
+	if st.TTL > 0 {
+		t := st.CreatedAt.Add(st.TTL)
+		info.ExpiresAt = &t
+	}
+	fd, err := st.pidfdOf()
+	switch {
+	case err != nil:
+		info.State = SessionExited
+	case st.Paused:
+		info.State = SessionPaused
+	}
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	if st.CgroupName != "" {
+		if g, err := cgroup.Load(st.Cgroup, st.CgroupName); err == nil {
+			if stats, err := g.Stats(); err == nil {
+				u := &SessionUsage{}
+				if stats.CPU != nil {
+					u.CPUUserMS, u.CPUSystemMS = stats.CPU.User.Milliseconds(), stats.CPU.System.Milliseconds()
+				}
+				if stats.Memory != nil {
+					u.MemoryPeakBytes, u.OOMKills = stats.Memory.PeakBytes, stats.Memory.OOMKills
+				}
+				if stats.Pids != nil {
+					u.PidsPeak = stats.Pids.Peak
+				}
+				info.Usage = u
+			}
+			g.Close()
+		}
+	}
+	return info, nil
+}
+
+// Pause freezes every process of the session where it is, keeping its
+// memory (the cgroup freezer); commands cannot join until Resume. It
+// needs the session's cgroup.
+func (s *Session) Pause() error { return s.setPaused(true) }
+
+// Resume lets a paused session run again.
+func (s *Session) Resume() error { return s.setPaused(false) }
+
+func (s *Session) setPaused(on bool) error {
+	dir, st, lock, err := s.lockLive()
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if st.CgroupName == "" {
+		return fmt.Errorf("session %s has no cgroup to freeze: %w", s.id, ErrNotSupported)
+	}
+	g, err := cgroup.Load(st.Cgroup, st.CgroupName)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	if on {
+		err = g.Freeze()
+	} else {
+		err = g.Thaw()
+	}
+	if err != nil {
+		return err
+	}
+	st.Paused = on
+	return writeState(dir, st)
+}
+
+// lockLive takes the session's lock exclusively and checks it is alive.
+func (s *Session) lockLive() (string, *sessionState, *os.File, error) {
+	base, err := s.m.dir()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	dir := filepath.Join(base, s.id)
+	lock, err := lockSession(dir, unix.LOCK_EX, true)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil, nil, fmt.Errorf("session %s: %w", s.id, ErrNotFound)
+		}
+		return "", nil, nil, err
+	}
+	st, err := readState(dir, s.id)
+	if err != nil {
+		lock.Close()
+		return "", nil, nil, err
+	}
+	fd, err := st.pidfdOf()
+	if err != nil {
+		lock.Close()
+		return "", nil, nil, fmt.Errorf("session %s: %w", s.id, err)
+	}
+	unix.Close(fd)
+	return dir, st, lock, nil
+}
+
+// Remove ends the session: it kills its PID 1, with which the kernel ends
+// every process of the jail (running commands report a KILL), removes its
+// cgroup and its state. It returns how many processes it ended.
+func (s *Session) Remove() (int, error) {
+	base, err := s.m.dir()
+	if err != nil {
+		return 0, err
+	}
+	dir := filepath.Join(base, s.id)
+	lock, err := lockSession(dir, unix.LOCK_EX, true)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("session %s: %w", s.id, ErrNotFound)
+		}
+		return 0, err
+	}
+	defer lock.Close()
+	st, err := readState(dir, s.id)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			_ = os.RemoveAll(dir)
+			return 0, fmt.Errorf("session %s: %w", s.id, ErrNotFound)
+		}
+		return 0, err
+	}
+	killed := 0
+	if st.CgroupName != "" {
+		if g, err := cgroup.Load(st.Cgroup, st.CgroupName); err == nil {
+			if n, err := g.Procs(); err == nil {
+				killed = len(n)
+			}
+			g.Close()
+		}
+	}
+	if fd, err := st.pidfdOf(); err == nil {
+		if st.Paused && st.CgroupName != "" { // a frozen PID 1 cannot die
+			if g, err := cgroup.Load(st.Cgroup, st.CgroupName); err == nil {
+				_ = g.Thaw()
+				g.Close()
+			}
+		}
+		err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		if err == nil {
+			waitPidfd(fd, 5*time.Second)
+		}
+		unix.Close(fd)
+		if err != nil && err != unix.ESRCH {
+			return 0, os.NewSyscallError("pidfd_send_signal", err)
+		}
+	}
+	if err := destroyStateCgroup(st); err != nil {
+		return killed, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return killed, err
+	}
+	s.m.log().Info("session removed", "id", s.id)
+	return killed, nil
+}
+
+// waitPidfd waits until the process of pidfd has exited (the pidfd polls
+// readable), at most d.
+func waitPidfd(fd int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n > 0 {
+			return
+		}
+	}
+}
+
+// sessionLabel parses "k=v".
+func sessionLabel(s string) (string, string, error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return "", "", fmt.Errorf("label %q: want KEY=VALUE", s)
+	}
+	return k, v, nil
+}
