@@ -25,7 +25,9 @@ func (s *Session) ID() string { return s.id }
 func DefaultSessionDir() (string, error) { return "", ErrNotSupported }
 
 // Create returns ErrNotSupported.
-func (m *Sessions) Create(context.Context, SessionSpec) (*Session, error) { return nil, ErrNotSupported }
+func (m *Sessions) Create(context.Context, SessionSpec) (*Session, error) {
+	return nil, ErrNotSupported
+}
 
 // Get returns ErrNotSupported.
 func (m *Sessions) Get(string) (*Session, error) { return nil, ErrNotSupported }
