@@ -103,6 +103,14 @@ func (l *launch) openSources() ([]*os.File, error) {
 	return files, nil
 }
 
+// closeSources closes the launch's host source descriptors, if it has
+// been planned.
+func (c *Cmd) closeSources() {
+	if c.l != nil {
+		c.l.closeSources()
+	}
+}
+
 // closeSources closes every host source descriptor; the child has its own.
 func (l *launch) closeSources() {
 	for _, src := range l.sources {
@@ -169,9 +177,10 @@ func (c *Cmd) Start() error {
 	if c.session != nil {
 		return c.runSteps(c.joinSteps())
 	}
-	var files []*os.File // the child's cgroup files and host sources
+	var files []*os.File   // the child's cgroup files and host sources
+	defer c.closeSources() // the child has its own copies
 	steps := []hostStep{
-		{name: "spec", do: c.plan, undo: func() { c.l.closeSources() }},
+		{name: "spec", do: c.plan},
 		{name: "open host sources", do: func() error {
 			sources, err := c.l.openSources()
 			files = append(files, sources...)
@@ -184,7 +193,6 @@ func (c *Cmd) Start() error {
 			return err
 		}, undo: c.destroyCgroup},
 		{name: "clone", do: func() error {
-			defer c.l.closeSources() // the child has its own copies
 			defer closeAll(files)
 			return c.spawn(nsexec.InitArg0, files)
 		}, undo: c.abort},
@@ -369,7 +377,6 @@ func (c *Cmd) awaitReady() error {
 func (c *Cmd) release() error {
 	proc, err := c.l.proc.Encode()
 	if err != nil {
-		c.abort()
 		return &stepError{"encode plan", err}
 	}
 	if err := c.child.SendProcess(proc); err != nil {
@@ -381,8 +388,7 @@ func (c *Cmd) release() error {
 	}
 	if c.TTY != nil {
 		if err := c.awaitTerminal(); err != nil {
-			c.abort()
-			return &stepError{"terminal", err}
+			return &stepError{"terminal", err} // the clone step's undo ends the child
 		}
 	}
 	if c.stdinRelay != nil {

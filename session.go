@@ -3,8 +3,11 @@ package jail
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jailrt/jail/cgroup"
@@ -52,6 +55,30 @@ func (s *SessionSpec) validate() error {
 		return &SpecError{Field: "idle_timeout", Value: s.IdleTimeout.String(), Err: fmt.Errorf("is negative")}
 	}
 	return nil
+}
+
+// commandSpec returns the Spec of a command of a session: the session's,
+// with the fields a command may set (Env, Cwd, Timeout, CPUTime,
+// KillGrace, OutputLimitBytes) taken from cmd, checked. A command that
+// changes any other field is refused, naming it: the jail is built, and
+// a change would silently not happen.
+func commandSpec(session, cmd Spec) (Spec, error) {
+	spec := session
+	spec.Env, spec.Cwd, spec.Timeout, spec.CPUTime, spec.KillGrace, spec.OutputLimitBytes =
+		cmd.Env, cmd.Cwd, cmd.Timeout, cmd.CPUTime, cmd.KillGrace, cmd.OutputLimitBytes
+	if !reflect.DeepEqual(spec, cmd) {
+		field := "spec"
+		t := reflect.TypeFor[Spec]()
+		a, b := reflect.ValueOf(spec), reflect.ValueOf(cmd)
+		for i := range t.NumField() {
+			if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+				field, _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
+				break
+			}
+		}
+		return Spec{}, &SpecError{Field: field, Value: "", Err: errors.New("is the session's: a command may set only env, cwd, timeout, cpu_time, kill_grace and output_limit_bytes")}
+	}
+	return spec, spec.validateProcess()
 }
 
 // newSessionID returns a random id.

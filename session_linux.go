@@ -148,9 +148,9 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 		if err != unix.EEXIST {
 			return nil, &os.PathError{Op: "mkdir", Path: dir, Err: err}
 		}
-		// A session that ended leaves its directory until someone looks.
-		if s, gerr := m.Get(ss.ID); gerr == nil || !errors.Is(gerr, ErrNotFound) {
-			_ = s
+		// A session that ended leaves its directory until someone looks:
+		// Get removes it then.
+		if _, err := m.Get(ss.ID); !errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("session %s: %w", ss.ID, ErrExists)
 		}
 		if err := unix.Mkdir(dir, 0o700); err != nil {
@@ -179,9 +179,16 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 				return err
 			}
 			c.l.plan.Flags |= nsexec.FlagSession
-			c.l.plan.TTL, c.l.plan.IdleTimeout = ss.TTL, ss.IdleTimeout
+			// PID 1's timers count whole milliseconds: round up, never end early.
+			c.l.plan.TTL, c.l.plan.IdleTimeout = ss.TTL.Round(time.Millisecond), ss.IdleTimeout.Round(time.Millisecond)
+			if c.l.plan.TTL < ss.TTL {
+				c.l.plan.TTL += time.Millisecond
+			}
+			if c.l.plan.IdleTimeout < ss.IdleTimeout {
+				c.l.plan.IdleTimeout += time.Millisecond
+			}
 			return nil
-		}, undo: func() { c.l.closeSources() }},
+		}},
 		{name: "open host sources", do: func() error {
 			sources, err := c.l.openSources()
 			files = append(files, sources...)
@@ -198,7 +205,6 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			return err
 		}},
 		{name: "clone", do: func() error {
-			defer c.l.closeSources()
 			defer closeAll(files)
 			defer ctl.Close()
 			return c.spawnDetached(append(files, ctl))
@@ -229,10 +235,8 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			return writeState(dir, &st)
 		}},
 	}
+	defer c.closeSources() // the child has its own copies
 	if err := c.runSteps(steps); err != nil {
-		if c.child != nil {
-			c.abort()
-		}
 		return nil, err
 	}
 	c.child.Detach() // the session outlives this process; its exit is reaped here meanwhile
@@ -264,7 +268,11 @@ func (c *Cmd) makeSessionCgroup(st *sessionState) ([]*os.File, error) {
 	}
 	c.l.iso.Cgroup = map[int]string{0: "none", 1: "v1", 2: "v2"}[g.Version()]
 	st.CgroupName, st.Cgroup = name, g.State()
-	init, err := g.Sub("init")
+	err = g.Delegate()
+	var init *cgroup.Group
+	if err == nil {
+		init, err = g.Sub("init")
+	}
 	if err != nil {
 		_ = g.Destroy()
 		return nil, err
@@ -306,11 +314,10 @@ func joinTemplate(l *launch) nsexec.Plan {
 // activity. It is a path in the state directory, which no process of the
 // jail can reach.
 func listenControl(path string) (*os.File, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	f, fd, err := seqpacket(path)
 	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
+		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), path)
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		f.Close()
 		return nil, &os.PathError{Op: "bind", Path: path, Err: err}
@@ -325,11 +332,10 @@ func listenControl(path string) (*os.File, error) {
 // dialControl connects to a session's control socket and waits for its
 // PID 1 to take the connection.
 func dialControl(path string) (*os.File, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	f, fd, err := seqpacket(path)
 	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
+		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), path)
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		f.Close()
 		if err == unix.ECONNREFUSED || err == unix.ENOENT {
@@ -345,6 +351,15 @@ func dialControl(path string) (*os.File, error) {
 		return nil, fmt.Errorf("session control socket: no answer (%v): %w", err, ErrBusy)
 	}
 	return f, nil
+}
+
+// seqpacket makes a unix SOCK_SEQPACKET socket, named path in errors.
+func seqpacket(path string) (*os.File, int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, -1, os.NewSyscallError("socket", err)
+	}
+	return os.NewFile(uintptr(fd), path), fd, nil
 }
 
 // spawnDetached starts a session's PID 1: no stdio of the caller's, and
@@ -592,19 +607,8 @@ func (c *Cmd) joinSteps() []hostStep {
 		}
 	}
 	return []hostStep{
-		{name: "session", do: func() error {
-			base, err := s.m.dir()
-			if err != nil {
-				return err
-			}
-			dir := filepath.Join(base, s.id)
-			if lock, err = lockSession(dir, unix.LOCK_SH, true); err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					return fmt.Errorf("session %s: %w", s.id, ErrNotFound)
-				}
-				return err
-			}
-			if st, err = readState(dir, s.id); err != nil {
+		{name: "session", do: func() (err error) {
+			if _, st, lock, err = s.lock(unix.LOCK_SH); err != nil {
 				return err
 			}
 			if st.Paused {
@@ -638,15 +642,23 @@ func (c *Cmd) joinSteps() []hostStep {
 		{name: "clone", do: func() error {
 			defer closeJoin()
 			defer lock.Close() // joined, or failed: rm may go on
-			files = append(files, os.NewFile(uintptr(pidfd), "pidfd"))
-			pidfd = -1
 			if c.l.plan.Flags&nsexec.FlagTimeNS != 0 {
+				// Opened by pid: checked against the pidfd afterwards, while
+				// the pidfd pins the pid, so it is PID 1's and no later
+				// process's.
 				f, err := os.OpenFile(fmt.Sprintf("/proc/%d/ns/time_for_children", st.PID), os.O_RDONLY|unix.O_CLOEXEC, 0)
 				if err != nil {
-					return err
+					return fmt.Errorf("session %s: %w", s.id, ErrNotRunning)
 				}
-				files = append(files, f)
+				if unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
+					f.Close()
+					return fmt.Errorf("session %s: %w", s.id, ErrNotRunning)
+				}
+				files = append(files, os.NewFile(uintptr(pidfd), "pidfd"), f)
+			} else {
+				files = append(files, os.NewFile(uintptr(pidfd), "pidfd"))
 			}
+			pidfd = -1
 			return c.spawn(nsexec.ExecArg0, files)
 		}, undo: c.abort},
 		{name: "ready", do: c.awaitReady},
@@ -658,20 +670,16 @@ func (c *Cmd) joinSteps() []hostStep {
 // join plan, and a process from its template with this Cmd's command,
 // environment and working directory.
 func (c *Cmd) planJoin(st *sessionState) error {
-	spec := st.Spec
-	spec.Env, spec.Cwd, spec.Timeout, spec.CPUTime, spec.KillGrace, spec.OutputLimitBytes =
-		c.Spec.Env, c.Spec.Cwd, c.Spec.Timeout, c.Spec.CPUTime, c.Spec.KillGrace, c.Spec.OutputLimitBytes
+	spec, err := commandSpec(st.Spec, c.Spec)
+	if err != nil {
+		return &stepError{"spec", err}
+	}
 	c.Spec = spec
 	if len(c.Args) == 0 || c.Args[0] == "" {
 		return &stepError{"spec", &SpecError{Field: "command", Value: "", Err: errors.New("is empty")}}
 	}
-	if spec.Cwd != "" && !strings.HasPrefix(spec.Cwd, "/") {
-		return &stepError{"spec", &SpecError{Field: "cwd", Value: spec.Cwd, Err: errors.New("is not absolute")}}
-	}
-	for _, e := range spec.Env {
-		if !strings.Contains(e, "=") {
-			return &stepError{"spec", &SpecError{Field: "env", Value: e, Err: errors.New("want NAME=VALUE")}}
-		}
+	if spec.CPUTime > 0 && st.CgroupName == "" {
+		return &stepError{"host", &FeatureError{Feature: "cpu_time", Reason: "a command's CPU time is measured in the session's cgroup, and this session has none"}}
 	}
 	l := &launch{plan: st.Join, proc: st.Process, iso: st.Isolation, checked: &checkedSpec{}}
 	l.proc.Argv, l.proc.Env, l.proc.Path = c.Args, spec.env(), spec.searchPath()
@@ -770,23 +778,32 @@ func (s *Session) setPaused(on bool) error {
 	return writeState(dir, st)
 }
 
-// lockLive takes the session's lock exclusively and checks it is alive.
-func (s *Session) lockLive() (string, *sessionState, *os.File, error) {
+// lock takes the session's lock (LOCK_EX or LOCK_SH) and reads its state;
+// the caller closes the lock.
+func (s *Session) lock(how int) (string, *sessionState, *os.File, error) {
 	base, err := s.m.dir()
 	if err != nil {
 		return "", nil, nil, err
 	}
 	dir := filepath.Join(base, s.id)
-	lock, err := lockSession(dir, unix.LOCK_EX, true)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", nil, nil, fmt.Errorf("session %s: %w", s.id, ErrNotFound)
+	lock, err := lockSession(dir, how, true)
+	if err == nil {
+		var st *sessionState
+		if st, err = readState(dir, s.id); err == nil {
+			return dir, st, lock, nil
 		}
-		return "", nil, nil, err
-	}
-	st, err := readState(dir, s.id)
-	if err != nil {
 		lock.Close()
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, nil, fmt.Errorf("session %s: %w", s.id, ErrNotFound)
+	}
+	return "", nil, nil, err
+}
+
+// lockLive takes the session's lock exclusively and checks it is alive.
+func (s *Session) lockLive() (string, *sessionState, *os.File, error) {
+	dir, st, lock, err := s.lock(unix.LOCK_EX)
+	if err != nil {
 		return "", nil, nil, err
 	}
 	fd, err := st.pidfdOf()
@@ -802,27 +819,11 @@ func (s *Session) lockLive() (string, *sessionState, *os.File, error) {
 // every process of the jail (running commands report a KILL), removes its
 // cgroup and its state. It returns how many processes it ended.
 func (s *Session) Remove() (int, error) {
-	base, err := s.m.dir()
+	dir, st, lock, err := s.lock(unix.LOCK_EX)
 	if err != nil {
-		return 0, err
-	}
-	dir := filepath.Join(base, s.id)
-	lock, err := lockSession(dir, unix.LOCK_EX, true)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return 0, fmt.Errorf("session %s: %w", s.id, ErrNotFound)
-		}
 		return 0, err
 	}
 	defer lock.Close()
-	st, err := readState(dir, s.id)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			_ = os.RemoveAll(dir)
-			return 0, fmt.Errorf("session %s: %w", s.id, ErrNotFound)
-		}
-		return 0, err
-	}
 	killed := 0
 	if st.CgroupName != "" {
 		if g, err := cgroup.Load(st.Cgroup, st.CgroupName); err == nil {
@@ -876,13 +877,4 @@ func waitPidfd(fd int, d time.Duration) {
 			return
 		}
 	}
-}
-
-// sessionLabel parses "k=v".
-func sessionLabel(s string) (string, string, error) {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return "", "", fmt.Errorf("label %q: want KEY=VALUE", s)
-	}
-	return k, v, nil
 }

@@ -352,6 +352,43 @@ func (cs *checkedSpec) close() {
 	}
 }
 
+// validateProcess checks the fields that describe the process rather than
+// the jail, which a command of a session may set (see
+// [Session.Command]).
+func (s *Spec) validateProcess() error {
+	bad := func(field, value, format string, args ...any) error {
+		return &SpecError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
+	}
+	for i, e := range s.Env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" || strings.ContainsRune(e, 0) {
+			return bad(fmt.Sprintf("env[%d]", i), e, "must be KEY=VALUE without NUL bytes")
+		}
+	}
+	if s.Cwd != "" {
+		if err := mounts.CheckTarget(s.Cwd); err != nil {
+			return bad("cwd", s.Cwd, "%v", err)
+		}
+	}
+	if s.Timeout < 0 || time.Duration(s.Timeout) > maxTimeout {
+		return bad("timeout", time.Duration(s.Timeout).String(), "must be between 0 (none) and 168h")
+	}
+	if s.KillGrace < 0 || time.Duration(s.KillGrace) > maxTimeout {
+		return bad("kill_grace", time.Duration(s.KillGrace).String(), "must be between 0 and 168h")
+	}
+	if s.OutputLimitBytes < 0 || s.OutputLimitBytes > MaxOutputLimitBytes {
+		return bad("output_limit_bytes", strconv.FormatInt(s.OutputLimitBytes, 10), "must be between 0 (default) and 1 GiB")
+	}
+	if err := (cgroup.Limits{CPUTime: time.Duration(s.CPUTime)}).Validate(); err != nil {
+		var le *cgroup.LimitError
+		if errors.As(err, &le) {
+			return bad(limitFields[le.Field], le.Value, "%s", le.Reason)
+		}
+		return bad("cpu_time", "", "%v", err)
+	}
+	return nil
+}
+
 func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 	bad := func(field, value, format string, args ...any) error {
 		return &SpecError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
@@ -431,25 +468,8 @@ func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 			return nil, bad(id.name, strconv.FormatUint(uint64(*id.v), 10), "4294967295 is not a valid id")
 		}
 	}
-	for i, e := range s.Env {
-		k, _, ok := strings.Cut(e, "=")
-		if !ok || k == "" || strings.ContainsRune(e, 0) {
-			return nil, bad(fmt.Sprintf("env[%d]", i), e, "must be KEY=VALUE without NUL bytes")
-		}
-	}
-	if s.Cwd != "" {
-		if err := mounts.CheckTarget(s.Cwd); err != nil {
-			return nil, bad("cwd", s.Cwd, "%v", err)
-		}
-	}
-	if s.Timeout < 0 || time.Duration(s.Timeout) > maxTimeout {
-		return nil, bad("timeout", time.Duration(s.Timeout).String(), "must be between 0 (none) and 168h")
-	}
-	if s.KillGrace < 0 || time.Duration(s.KillGrace) > maxTimeout {
-		return nil, bad("kill_grace", time.Duration(s.KillGrace).String(), "must be between 0 and 168h")
-	}
-	if s.OutputLimitBytes < 0 || s.OutputLimitBytes > MaxOutputLimitBytes {
-		return nil, bad("output_limit_bytes", strconv.FormatInt(s.OutputLimitBytes, 10), "must be between 0 (default) and 1 GiB")
+	if err := s.validateProcess(); err != nil {
+		return nil, err
 	}
 	seen := map[string]bool{}
 	for i, r := range s.Rlimits {

@@ -46,6 +46,9 @@ func (g *Group) Destroy() error { return nil }
 // Kill does nothing off Linux.
 func (g *Group) Kill() error { return nil }
 
+// Delegate returns an error matching [errors.ErrUnsupported].
+func (g *Group) Delegate() error { return errNotLinux }
+
 // Sub returns an error matching [errors.ErrUnsupported].
 func (g *Group) Sub(string) (*Group, error) { return nil, errNotLinux }
 

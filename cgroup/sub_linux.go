@@ -12,13 +12,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Delegate enables, in g's cgroup2 cgroup.subtree_control, the
+// controllers g has (memory, pids, cpu, io), so that groups made with
+// [Group.Sub] measure what g limits. The kernel allows it only while g
+// holds no process (the no-internal-process rule), so call it before
+// anything joins g, and from then on put processes only in sub-groups.
+// Equivalent to `echo "+memory +pids" > cgroup.subtree_control`.
+func (g *Group) Delegate() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if d := g.v2Dir(); d != nil {
+		return enableSubtree(d.path)
+	}
+	return nil
+}
+
 // Sub creates a child group named name in every directory of g, to measure
 // and kill one part of what runs in g apart from the rest (a session's
-// exec; a session's PID 1, which cgroup v2 does not allow in g itself once
-// g hands controllers down: the no-internal-process rule). The child has
-// no limits of its own; g's bound it. On cgroup2, the controllers g has
-// (memory, pids, cpu, io) are first enabled in g's cgroup.subtree_control,
-// which the kernel allows only while g holds no process.
+// exec, a session's PID 1). The child has no limits of its own; g's bound
+// it. On cgroup2 it measures what [Group.Delegate] enabled.
 //
 // Destroying g destroys its children.
 func (g *Group) Sub(name string) (_ *Group, retErr error) {
@@ -37,11 +49,6 @@ func (g *Group) Sub(name string) (_ *Group, retErr error) {
 		}
 	}()
 	for _, d := range g.dirs {
-		if d.hier.V2 {
-			if err := enableSubtree(d.path); err != nil {
-				return nil, err
-			}
-		}
 		sd := &groupDir{hier: d.hier, path: path.Join(d.path, name), cgPath: path.Join(d.cgPath, name), serves: d.serves}
 		if err := unix.Mkdir(sd.path, 0o755); err != nil {
 			return nil, &os.PathError{Op: "mkdir", Path: sd.path, Err: err}

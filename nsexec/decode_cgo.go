@@ -76,6 +76,7 @@ var cConstants = map[string]int64{
 	"PROCESS_MAGIC":              C.PROCESS_MAGIC,
 	"EXEC_ARG0 length":           int64(len(C.EXEC_ARG0)),
 	"TAG_JOIN":                   C.TAG_JOIN,
+	"JOINABLE_NS":                C.JOINABLE_NS,
 	"MSG_PTY":                    C.MSG_PTY,
 	"MAX_SOURCE_FDS":             C.MAX_SOURCE_FDS,
 	"SOURCE_FD(2, 3)":            C.CGROUP_FD + 2 + 3 - 1,

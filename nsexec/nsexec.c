@@ -243,9 +243,10 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 	if (rule_access & ~p->landlock_fs) return -1; /* a right the ruleset does not handle: EINVAL later */
 	if ((p->flags & PLAN_MOUNTNS) && (!p->attach || !have_root)) return -1;
 	if (!(p->flags & PLAN_SESSION) && (p->ttl_ms || p->idle_ms)) return -1;
+	if (p->ttl_ms > MAX_DEADLINE_MS || p->idle_ms > MAX_DEADLINE_MS) return -1;
 	if (p->flags & PLAN_JOIN) {
 		if ((p->flags & (PLAN_MOUNTNS | PLAN_SESSION | PLAN_INITRAMFS)) || p->attach || nm || p->hostname ||
-		    p->source_fds || !p->join_ns)
+		    p->source_fds || !p->join_ns || (p->join_ns & ~JOINABLE_NS))
 			return -1;
 	} else if (p->join_ns) {
 		return -1;
@@ -1356,7 +1357,9 @@ static int session_loop(struct plan *p)
 			if (errno == EINTR) continue;
 			return -1;
 		}
-		if (fds[2].revents || fds[3].revents) _exit(0); /* a deadline passed */
+		/* A deadline passed. An idle timeout does not end a session that
+		 * a command is connecting to right now. */
+		if (fds[2].revents || (fds[3].revents && !(fds[1].revents & POLLIN))) _exit(0);
 		if (fds[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof si) == sizeof si) {

@@ -42,6 +42,10 @@
 #define PLAN_SESSION 0x800 /* PID 1 starts nothing at GO and stays up until its deadlines or a stop */
 #define PLAN_JOIN 0x1000   /* the plan of "jail:exec": join a running jail, build nothing */
 #define PROCESS_FLAGS (PLAN_SETGROUPS | PLAN_TTY) /* the flags a process plan carries */
+/* What a join plan may enter with setns(pidfd): CLONE_NEWNS|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET. */
+#define JOINABLE_NS 0x7c020000U
+/* The longest session deadline, in ms: what a Go time.Duration holds. */
+#define MAX_DEADLINE_MS 9223372036854ULL
 
 /* record tags */
 enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD,

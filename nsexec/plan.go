@@ -305,8 +305,8 @@ func (p *Plan) Encode() ([]byte, error) {
 	if p.Flags&FlagSession == 0 && (p.TTL != 0 || p.IdleTimeout != 0) {
 		return nil, errors.New("plan has session deadlines but is no session")
 	}
-	if p.TTL < 0 || p.IdleTimeout < 0 {
-		return nil, errors.New("plan has a negative session deadline")
+	if p.TTL < 0 || p.IdleTimeout < 0 || p.TTL%time.Millisecond != 0 || p.IdleTimeout%time.Millisecond != 0 {
+		return nil, errors.New("plan has a session deadline that is negative or not whole milliseconds")
 	}
 	if p.Flags&FlagMountNS != 0 && (p.Attach == "" || p.AttachSrc == 0) {
 		return nil, errors.New("plan has a mount namespace but no attach point")

@@ -54,6 +54,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"PROCESS_MAGIC":              processMagic,
 		"EXEC_ARG0 length":           int64(len(ExecArg0)),
 		"TAG_JOIN":                   tagJoin,
+		"JOINABLE_NS":                joinableNS,
 		"MSG_PTY":                    int64(MsgPTY),
 		"MAX_SOURCE_FDS":             maxSourceFDs,
 		"SOURCE_FD(2, 3)":            int64(SourceFD(2, 3)),
@@ -158,6 +159,7 @@ func TestEncodeRejects(t *testing.T) {
 	}{
 		{"a process flag", func(p *Plan) { p.Flags |= FlagTTY }},
 		{"deadlines without a session", func(p *Plan) { p.TTL = time.Second }},
+		{"a deadline of part of a millisecond", func(p *Plan) { p.Flags |= FlagSession; p.TTL = time.Second + time.Microsecond }},
 		{"namespaces to join without a join plan", func(p *Plan) { p.JoinNS = CloneNewPID }},
 		{"a join plan with mounts", func(p *Plan) { p.Flags |= FlagJoin; p.JoinNS = CloneNewPID }},
 		{"no attach point", func(p *Plan) { p.Attach = "" }},

@@ -71,15 +71,8 @@ its limits (--memory, --pids, --cpus...) bound every command run in it together;
 				return err
 			}
 			ss := jail.SessionSpec{ID: id, TTL: ttl, IdleTimeout: idle, Spec: spec}
-			for _, l := range labels {
-				k, v, ok := strings.Cut(l, "=")
-				if !ok || k == "" {
-					return usageError("--label %q: want KEY=VALUE", l)
-				}
-				if ss.Labels == nil {
-					ss.Labels = map[string]string{}
-				}
-				ss.Labels[k] = v
+			if ss.Labels, err = parseLabels(labels); err != nil {
+				return err
 			}
 			if ttl < 0 || idle < 0 {
 				return usageError("--ttl and --idle-timeout: want a positive duration")
@@ -193,13 +186,9 @@ func newSessionList(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {
 		Short: "List running sessions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			want := map[string]string{}
-			for _, l := range labels {
-				k, v, ok := strings.Cut(l, "=")
-				if !ok || k == "" {
-					return usageError("--label %q: want KEY=VALUE", l)
-				}
-				want[k] = v
+			want, err := parseLabels(labels)
+			if err != nil {
+				return err
 			}
 			list, err := m().List(want)
 			if err != nil {
@@ -341,6 +330,22 @@ func newSessionGC(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {
 			return sessionError(err)
 		},
 	}
+}
+
+// parseLabels parses --label KEY=VALUE flags; nil for none.
+func parseLabels(flags []string) (map[string]string, error) {
+	var labels map[string]string
+	for _, l := range flags {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, usageError("--label %q: want KEY=VALUE", l)
+		}
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[k] = v
+	}
+	return labels, nil
 }
 
 func printJSON(w io.Writer, v any) error {

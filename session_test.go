@@ -1,0 +1,74 @@
+package jail
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSessionSpecValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ss    SessionSpec
+		field string // "" when valid
+	}{
+		{"generated id", SessionSpec{}, ""},
+		{"an id", SessionSpec{ID: "agent-7.run_2"}, ""},
+		{"id with a slash", SessionSpec{ID: "a/b"}, "id"},
+		{"id starting with a dot", SessionSpec{ID: ".hidden"}, "id"},
+		{"id too long", SessionSpec{ID: string(make([]byte, 64))}, "id"},
+		{"a label", SessionSpec{Labels: map[string]string{"team": "a b"}}, ""},
+		{"an empty label key", SessionSpec{Labels: map[string]string{"": "x"}}, "labels"},
+		{"negative ttl", SessionSpec{TTL: -time.Second}, "ttl"},
+		{"negative idle timeout", SessionSpec{IdleTimeout: -time.Second}, "idle_timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.ss.validate()
+			if tc.field == "" {
+				assert.NoError(t, err)
+				return
+			}
+			var se *SpecError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tc.field, se.Field)
+		})
+	}
+}
+
+func TestCommandSpec(t *testing.T) {
+	session := Spec{MemoryMaxBytes: 64 << 20, Hostname: "box", Env: []string{"A=1"}, Timeout: Duration(time.Minute)}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Spec)
+		field string // "" when accepted
+	}{
+		{"unchanged", func(*Spec) {}, ""},
+		{"what a command may set", func(s *Spec) {
+			s.Env, s.Cwd, s.Timeout, s.CPUTime = []string{"B=2"}, "/work", Duration(time.Second), Duration(time.Second)
+			s.KillGrace, s.OutputLimitBytes = Duration(time.Second), 1024
+		}, ""},
+		{"the session's memory", func(s *Spec) { s.MemoryMaxBytes = 1 << 30 }, "memory_max_bytes"},
+		{"the session's hostname", func(s *Spec) { s.Hostname = "other" }, "hostname"},
+		{"the session's namespaces", func(s *Spec) { s.DisableNamespaces = []string{"net"} }, "disable_namespaces"},
+		{"a relative cwd", func(s *Spec) { s.Cwd = "work" }, "cwd"},
+		{"an env entry without =", func(s *Spec) { s.Env = []string{"B"} }, "env[0]"},
+		{"a negative timeout", func(s *Spec) { s.Timeout = Duration(-time.Second) }, "timeout"},
+		{"a negative cpu time", func(s *Spec) { s.CPUTime = Duration(-time.Second) }, "cpu_time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := session
+			tc.edit(&cmd)
+			got, err := commandSpec(session, cmd)
+			if tc.field == "" {
+				require.NoError(t, err)
+				assert.Equal(t, cmd, got)
+				return
+			}
+			var se *SpecError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tc.field, se.Field)
+		})
+	}
+}
