@@ -798,58 +798,30 @@ func (c *Cmd) Wait() error {
 	if c.exited != nil && int(c.exited.Aux) > r.SeccompDenialsTotal {
 		r.SeccompDenialsTotal = int(c.exited.Aux)
 	}
-	switch {
-	// The kill was decided before the workload's end was known: PID 1 may
-	// still report the SIGKILL that the kill caused.
-	case c.killReason != "":
-		r.Status = c.killReason
-		r.ExitCode = ExitTimedOut
-		if c.killReason == StatusCanceled {
-			r.ExitCode = ExitSetupError
-			r.Error = &ErrorInfo{Step: "run", Message: "canceled: " + fmt.Sprint(context.Cause(c.ctx))}
-		}
-	case c.exited != nil:
+	o := outcome{KillReason: c.killReason, SeccompKilled: seccompKilled, OOMKilled: oomKilled, KillSent: c.killSent,
+		Started: c.workloadStarted, Command: c.Args[0]}
+	if c.killReason == StatusCanceled {
+		o.Cause = context.Cause(c.ctx)
+	}
+	if c.exited != nil {
 		ws := syscall.WaitStatus(c.exited.Status)
-		if ws.Signaled() {
-			r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(ws.Signal()), signalName(ws.Signal())
-			switch {
-			case seccompKilled && ws.Signal() == syscall.SIGKILL:
-				r.Status = StatusSeccompKilled
-			case oomKilled && ws.Signal() == syscall.SIGKILL:
-				r.Status = StatusOOMKilled
-			}
-		} else {
-			r.Status, r.ExitCode = StatusExited, ws.ExitStatus()
-		}
-	case c.execErr != nil:
-		err := &InitError{Step: c.execErr.Step, Detail: c.Args[0], Err: syscall.Errno(c.execErr.Errno)}
-		r.Status, r.ExitCode = StatusSetupError, ExitNotExecutable
-		if c.execErr.Errno == int32(syscall.ENOENT) {
-			r.ExitCode = ExitNotFound
-		}
-		r.Error = &ErrorInfo{Step: err.Step, Errno: errnoName(err.Err), Message: err.Error()}
-		return err
-	case oomKilled:
-		// memory.oom.group took PID 1 with the workload, before its report.
-		r.Status, r.ExitCode, r.Signal = StatusOOMKilled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
-	case c.killSent:
-		r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
+		o.Exited = &ws
+	}
+	if c.execErr != nil {
+		o.ExecFailed, o.ExecStep, o.ExecErrno = true, c.execErr.Step, syscall.Errno(c.execErr.Errno)
+	}
+	switch {
+	case c.lateErr != nil:
+		o.Lost = fmt.Sprintf("jail init failed at %s after the workload started: %v", c.lateErr.Step, syscall.Errno(c.lateErr.Errno))
 	case c.workloadStarted:
-		// PID 1 died under the workload, which the kernel killed with it
-		// (the PID namespace, or its parent-death signal): what is known
-		// of the workload is that it ran and was killed.
-		r.Status, r.ExitCode, r.Signal = StatusSignaled, 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
-		r.SupervisorLost = true
-		msg := c.deathError("after the workload started", errOrEOF(waitErr)).Error()
-		if c.lateErr != nil {
-			msg = fmt.Sprintf("jail init failed at %s after the workload started: %v", c.lateErr.Step, syscall.Errno(c.lateErr.Errno))
-		}
-		r.Error = &ErrorInfo{Step: "supervisor", Message: msg + "; the workload was killed with it"}
+		o.Lost = c.deathError("after the workload started", errOrEOF(waitErr)).Error()
 	default:
-		err := &InitError{Step: "init", Err: c.deathError("before the workload's report", errOrEOF(waitErr))}
-		r.Status, r.ExitCode = StatusSetupError, ExitSetupError
-		r.Error = &ErrorInfo{Step: "init", Message: err.Error()}
-		return err
+		o.Died = c.deathError("before the workload's report", errOrEOF(waitErr))
+	}
+	v := judge(o)
+	r.Status, r.ExitCode, r.Signal, r.SupervisorLost, r.Error = v.Status, v.ExitCode, v.Signal, v.SupervisorLost, v.Error
+	if v.Err != nil {
+		return v.Err
 	}
 	c.log().Info("jail ended", "status", string(r.Status), "exit_code", r.ExitCode)
 	return nil
