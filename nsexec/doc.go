@@ -6,7 +6,7 @@
 // # Linking the child stage
 //
 // The child role is taken by a cgo constructor that runs before main in every
-// binary that links this package, when argv[0] is "jail:init". Importing the
+// binary that links this package, when argv[0] is "jail:init" or "jail:exec". Importing the
 // root package github.com/jailrt/jail links it; a program that starts jails
 // from a binary that does not import jail must import this package for its
 // side effect, as runc does with nsenter:
@@ -21,10 +21,11 @@
 // # Pipes
 //
 //	parent (Go)                                 child "jail:init" (C, PID 1 of the jail)
-//	 plan pipe  W ──── header + records ──────▶ fd 3  read to the end, decoded, closed
-//	 sync sock  ◀──── PTY + master (SCM_RIGHTS)  fd 4  with FlagTTY, before READY
-//	            ◀──── READY ───────────────────        after the root is built
+//	 plan pipe  W ──── jail plan (JPL1) ──────▶ fd 3  decoded; the pipe stays open
+//	 sync sock  ◀──── READY ───────────────────  fd 4  after the root is built
+//	 plan pipe  W ──── process plan (JPP1) ───▶       written before GO, read after it
 //	            ───── GO ──────────────────────▶        (parent: cgroups, capture ready)
+//	            ◀──── PTY + master (SCM_RIGHTS)         with FlagTTY, made after GO
 //	            ◀──── SETUP_ERROR{step,errno} ──        any step failed: child exits
 //	            ◀──── EXEC_ERROR{step,errno} ───        workload could not be executed
 //	            ◀──── STARTED ──────────────────        workload execve succeeded
@@ -33,8 +34,23 @@
 //	                                                    kernel kills the rest of the jail
 //	 cgroup v1 "tasks" files ─────────────────▶ fd 5...  the child writes "0" to each, first
 //	 host sources (O_PATH) ───────────────────▶ SourceFD(n, 1)...  checked by inode, then closed
+//	 extra descriptors ───────────────────────▶ ExtraFD(n, m)...  by role, below
+//
+// A session (FlagSession) gets no process plan: at GO its PID 1 sends
+// STARTED, closes the sync socket and stays up, reaping, until its TTL or
+// idle timeout (timerfds) or a SIGTERM from outside the jail. Its extra
+// descriptor is a listening control socket in the session's state
+// directory; each command holds a connection to it while it runs (PID 1
+// answers one byte when it takes it), which is what "not idle" means.
+//
+// A command of a session is "jail:exec" with a join plan (FlagJoin): the
+// same pipes and messages, no mounts; its extra descriptors are a pidfd of
+// the session's PID 1 and, with FlagTimeNS, PID 1's time_for_children. It
+// enters the namespaces with setns(pidfd), forks the process into the
+// jail's PID namespace and reports on it as PID 1 does for a run.
 //
 // The sync socket is SOCK_SEQPACKET, so every message is one datagram of
 // [MsgSize] bytes; a descriptor rides on MsgPTY only. EOF on the child's end
-// means the parent is gone: the child exits and takes the jail with it.
+// means the parent is gone: the child exits and takes the jail (or the
+// joined process) with it; a session's PID 1 no longer listens by then.
 package nsexec
