@@ -143,7 +143,9 @@ func (e *stepError) Unwrap() error { return e.err }
 // run as failed at the step.
 func (c *Cmd) runSteps(steps []hostStep) error {
 	for i, s := range steps {
+		t0 := time.Now()
 		err := s.do()
+		c.log().Debug("host step", "step", s.name, "took", time.Since(t0), "err", err)
 		if err == nil {
 			continue
 		}
@@ -549,6 +551,7 @@ func (c *Cmd) watch() {
 		switch m.Type {
 		case nsexec.MsgExited:
 			c.exited, c.end = &m, time.Now()
+			c.log().Debug("exited", "after_go", c.end.Sub(c.begin))
 		case nsexec.MsgExecError:
 			c.execErr, c.end = &m, time.Now()
 		case nsexec.MsgSeccomp:
@@ -580,9 +583,11 @@ func (c *Cmd) endStragglers() {
 		return
 	}
 	if c.cg != nil {
+		t0 := time.Now()
 		if err := c.cg.Kill(); err != nil {
 			c.log().Warn("cgroup kill", "err", err)
 		}
+		c.log().Debug("stragglers killed", "took", time.Since(t0))
 	}
 }
 
@@ -709,6 +714,7 @@ func (c *Cmd) Wait() error {
 	}
 	waitErr := c.child.Wait()
 	<-c.monitor
+	c.log().Debug("stage reaped", "after_go", time.Since(c.begin))
 	c.child.Close()
 	if c.ctl != nil {
 		c.ctl.Close() // the session may count its idle time from now
@@ -745,6 +751,8 @@ func (c *Cmd) Wait() error {
 	}
 	oomKilled := false
 	if c.cg != nil {
+		t0 := time.Now()
+		defer func() { c.log().Debug("cgroup read and removed", "took", time.Since(t0)) }()
 		if st, err := c.cg.Stats(); err == nil {
 			if st.CPU != nil {
 				r.CPUUserMS, r.CPUSystemMS = st.CPU.User.Milliseconds(), st.CPU.System.Milliseconds()

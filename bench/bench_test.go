@@ -12,12 +12,16 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/profiles"
 )
 
 var (
@@ -103,4 +107,62 @@ func BenchmarkStrictTrue(b *testing.B) {
 func BenchmarkFloor(b *testing.B) {
 	requireRoot(b)
 	benchCommand(b, "unshare", "-Urpf", "--mount-proc", "-n", "-i", "-u", "/bin/true")
+}
+
+// BenchmarkSessionExec is a command joining a strict session through the
+// CLI: a Go runtime start, the join, a fork and an exec; no namespace is
+// made.
+func BenchmarkSessionExec(b *testing.B) {
+	requireRoot(b)
+	bin := jailBinary(b)
+	dir := b.TempDir()
+	out, err := exec.Command(bin, "session", "create", "--state-dir", dir, "--profile", "strict").Output()
+	if err != nil {
+		b.Fatalf("session create: %v", err)
+	}
+	id := string(bytes.TrimSpace(out))
+	defer exec.Command(bin, "session", "rm", "--state-dir", dir, id).Run()
+	benchCommand(b, bin, "session", "exec", "--state-dir", dir, id, "--", "/bin/true")
+}
+
+// strictSpec is the strict profile's Spec.
+func strictSpec(b *testing.B) jail.Spec {
+	p, err := profiles.Load("strict")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p.Spec
+}
+
+// BenchmarkAPIRun is `jail run --profile strict -- /bin/true` through the
+// Go API in a long-lived process (this test binary is the helper).
+func BenchmarkAPIRun(b *testing.B) {
+	requireRoot(b)
+	spec := strictSpec(b)
+	for b.Loop() {
+		c := jail.Command(context.Background(), spec, "/bin/true")
+		if err := c.Run(); err != nil || c.Result.ExitCode != 0 {
+			b.Fatalf("run: %v %+v", err, c.Result.Error)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e6/float64(b.N), "ms/op")
+}
+
+// BenchmarkAPISessionCommand is a command joining a strict session through
+// the Go API in a long-lived process: the join, the fork, the exec.
+func BenchmarkAPISessionCommand(b *testing.B) {
+	requireRoot(b)
+	m := &jail.Sessions{Dir: b.TempDir()}
+	s, err := m.Create(context.Background(), jail.SessionSpec{Spec: strictSpec(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Remove()
+	for b.Loop() {
+		c := s.Command(context.Background(), "/bin/true")
+		if err := c.Run(); err != nil || c.Result.ExitCode != 0 {
+			b.Fatalf("exec: %v %+v", err, c.Result.Error)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e6/float64(b.N), "ms/op")
 }

@@ -4,21 +4,25 @@
 #   floor  unshare -Urpf --mount-proc -n -i -u /bin/true  (the namespaces alone)
 #   jail   jail run --profile strict -- /bin/true
 #   bwrap  bubblewrap with a comparable sandbox (skipped when not installed)
+#   session-exec  jail session exec ID -- /bin/true, into a strict session
+#                 made before the rounds (the join: no namespaces are made)
+#   jail-before   with -b, another jail binary's run (before/after a change)
 #
 # The contenders run interleaved (each round runs each once, the order rotated
 # per round) under bench/cmd/benchrun, which times every run from fork to
 # wait4 without a shell in between. Then it reads the PSS of a running jail.
 # See bench/README.md for what the figures mean.
 #
-# Usage: sudo bench/run.sh [-n ROUNDS] [-w WARMUP] [-j JAIL] [-o OUTDIR]
+# Usage: sudo bench/run.sh [-n ROUNDS] [-w WARMUP] [-j JAIL] [-b BEFORE] [-o OUTDIR]
 set -euo pipefail
 
 usage() {
 	cat <<'EOF'
-Usage: run.sh [-n ROUNDS] [-w WARMUP] [-j JAIL] [-o OUTDIR]
+Usage: run.sh [-n ROUNDS] [-w WARMUP] [-j JAIL] [-b BEFORE] [-o OUTDIR]
   -n ROUNDS  measured rounds (default 200)
   -w WARMUP  warm-up rounds, not recorded (default 20)
   -j JAIL    jail binary (default: $JAIL, else ./jail, else built statically into a temporary directory)
+  -b BEFORE  another jail binary, measured as "jail-before" in the same rounds (a change's before/after)
   -o OUTDIR  where samples.csv goes (default: a new temporary directory)
 EOF
 }
@@ -27,11 +31,13 @@ rounds=200
 warmup=20
 jail_bin="${JAIL:-}"
 outdir=""
-while getopts "n:w:j:o:h" opt; do
+before=""
+while getopts "n:w:j:b:o:h" opt; do
 	case "$opt" in
 	n) rounds="$OPTARG" ;;
 	w) warmup="$OPTARG" ;;
 	j) jail_bin="$OPTARG" ;;
+	b) before="$OPTARG" ;;
 	o) outdir="$OPTARG" ;;
 	h)
 		usage
@@ -51,7 +57,12 @@ fi
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/jail-bench.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
+session=""
+cleanup() {
+	if [[ -n "$session" ]]; then "$jail_bin" session rm --state-dir "$tmp/sessions" "$session" >/dev/null || true; fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
 if [[ -z "$outdir" ]]; then
 	outdir="$(mktemp -d "${TMPDIR:-/tmp}/jail-bench-out.XXXXXX")"
 fi
@@ -79,10 +90,17 @@ fi
 # benchrun resolves commands in PATH; make a relative path explicit.
 [[ "$jail_bin" == */* ]] || jail_bin="./$jail_bin"
 
+# A strict session for the join: made once, removed on exit.
+session="$("$jail_bin" session create --state-dir "$tmp/sessions" --profile strict)"
 contenders=(
 	-c "floor=unshare -Urpf --mount-proc -n -i -u /bin/true"
 	-c "jail=$jail_bin run --profile strict -- /bin/true"
+	-c "session-exec=$jail_bin session exec --state-dir $tmp/sessions $session -- /bin/true"
 )
+if [[ -n "$before" ]]; then
+	[[ "$before" == */* ]] || before="./$before"
+	contenders+=(-c "jail-before=$before run --profile strict -- /bin/true")
+fi
 if command -v bwrap >/dev/null; then
 	# Mirror the host's merged-/usr layout: a top-level directory that is a
 	# symlink (usr/bin) becomes the same symlink, a real one a read-only bind.
