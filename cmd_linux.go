@@ -505,7 +505,7 @@ func cloneError(err error) error {
 	return &InitError{Step: "clone", Err: err}
 }
 
-// Step names of nsexec.c's run_child that childError explains.
+// Step names of nsexec.c's run_init that childError explains.
 const (
 	stepOpenSources = "open mount sources"
 	stepBuildRoot   = "build root"
@@ -519,7 +519,7 @@ func (c *Cmd) childError(m nsexec.Msg) error {
 	}
 	if errno := syscall.Errno(m.Errno); (m.Step == stepOpenSources || m.Step == stepBuildRoot) && (errno == unix.ELOOP || errno == unix.ESTALE) {
 		// The child found another file at the path jail opened and checked
-		// (see nsexec.c open_host): someone swapped it in between.
+		// (see nsexec/mount.c open_host): someone swapped it in between.
 		e.Detail = strings.TrimPrefix(e.Detail+"; ", "; ") + "the source changed after jail checked it"
 	}
 	return e

@@ -1,6 +1,6 @@
 // Package nsexec is jail's re-exec plumbing: the plan the Go parent hands to
 // its re-executed child, the wire format that carries it, the sync messages,
-// and the C stage (nsexec.c) that carries the plan out before the Go runtime
+// and the C stage (nsexec.c and the files beside it) that carries the plan out before the Go runtime
 // starts.
 //
 // # Linking the child stage

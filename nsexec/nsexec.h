@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* nsexec.h: the plan and sync-message layouts shared by nsexec.c and the Go
+/* nsexec.h: the plan and sync-message layouts shared by the C stage and the Go
  * side (protocol.go mirrors every constant; protocol_test.go checks them). */
 #ifndef JAIL_NSEXEC_H
 #define JAIL_NSEXEC_H

@@ -285,7 +285,7 @@ func (e *encoder) mount(tag uint32, m Mount) {
 	})
 }
 
-// Encode returns the plan in the wire format nsexec.c decodes: an 8-byte
+// Encode returns the plan in the wire format decode.c decodes: an 8-byte
 // header (magic, length of the rest) and records of (tag u32, length u32,
 // body), integers little endian, strings as (length u32, bytes, NUL).
 func (p *Plan) Encode() ([]byte, error) {
@@ -402,7 +402,7 @@ func (e *encoder) finish(magic uint32) ([]byte, error) {
 	return e.b, nil
 }
 
-// Encode returns the process in the wire format nsexec.c decodes, as
+// Encode returns the process in the wire format decode.c decodes, as
 // [Plan.Encode] does, with a magic of its own: a process is never taken
 // for a jail.
 func (p *Process) Encode() ([]byte, error) {

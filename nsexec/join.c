@@ -1,0 +1,70 @@
+//go:build linux
+
+// SPDX-License-Identifier: Apache-2.0
+/* join.c: "jail:exec": joining a running jail (a session) to run one process
+ * in it. Part of jail's child stage; nsexec.c has the tables. */
+#include "stage.h"
+
+static int open_host_proc(struct plan *p)
+{
+	(void)p;
+	return (host_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ? -1 : 0;
+}
+
+/* join_namespaces enters the jail's namespaces at once through a pidfd of
+ * its PID 1 (setns(2) with a pidfd, Linux 5.8): the user namespace first
+ * in the kernel's order, so the others are joined with its capabilities.
+ * Joining the PID namespace makes our next child a process of the jail;
+ * joining the mount namespace sets our root and cwd to the jail's root. */
+static int join_namespaces(struct plan *p)
+{
+	return setns(EXTRA_FD(p), (int)p->join_ns);
+}
+
+/* join_time enters the jail's time namespace, the one its PID 1 made for
+ * its children (ns/time_for_children), for our next child. After this no
+ * thread can be made on some kernels, hence after the listener. */
+static int join_time(struct plan *p)
+{
+	return setns(EXTRA_FD(p) + 1, CLONE_NEWTIME);
+}
+
+
+static int close_join_fds(struct plan *p)
+{
+	return (int)syscall(SYS_close_range, EXTRA_FD(p), EXTRA_FD(p) + extra_fds(p) - 1, 0);
+}
+
+static int require_join(struct plan *p)
+{
+	if (p->flags & PLAN_JOIN) return 0;
+	errno = EINVAL;
+	return -1;
+}
+
+/* run_join is "jail:exec": it joins a running jail and runs one process in
+ * it, as PID 1 does for a one-shot jail: the same workload steps, the
+ * same reports. It stays outside the jail's PID namespace (only its child
+ * enters it), non-dumpable and under another uid than the jail's
+ * processes, which can neither see nor trace it (CVE-2016-9962). */
+int run_join(struct plan *p, const char **step)
+{
+	static const struct step steps[] = {
+		{"read plan", read_plan, 0, 0},
+		{"read plan", require_join, 0, 0},
+		{"open /proc", open_host_proc, 0, 0},
+		{"join cgroup", join_cgroup, 0, 0},
+		{"join namespaces", join_namespaces, 0, 0},
+		{"cgroup namespace", cgroup_namespace, PLAN_CGROUPNS, 0},
+		{"block signals", block_signals_step, 0, 0},
+		{"seccomp buffers", seccomp_buffers, PLAN_SECCOMP_NOTIFY, 0},
+		{"time namespace", join_time, PLAN_TIMENS, 0},
+		{"close join descriptors", close_join_fds, 0, 0},
+		{"wait for parent", wait_for_go, 0, 0},
+		{"read process", read_process, 0, 0},
+		{"terminal", open_terminal, 0, 0},
+	};
+	if (RUN_STEPS(steps, p, step) < 0) return -1;
+	*step = "reap workload";
+	return reap_workload(p);
+}

@@ -1,0 +1,347 @@
+//go:build linux
+
+// SPDX-License-Identifier: Apache-2.0
+/* mount.c: building the new root: mount steps relative to root_fd,
+ * pivot_root. Part of jail's child stage; nsexec.c has the tables. */
+#include "stage.h"
+
+static int root_fd = -1;
+int failed_op = -1;
+
+/* open_in_root opens path inside the new root; symlinks, including absolute
+ * ones and "..", cannot leave it (openat2 RESOLVE_IN_ROOT, Linux 5.6). */
+static int open_in_root(const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC), .mode = (flags & O_CREAT) ? mode : 0,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	return (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+}
+
+/* mkdir_p creates path and its parents inside the new root (mkdir -p). */
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[4096];
+	if (strlen(path) >= sizeof buf) { errno = ENAMETOOLONG; return -1; }
+	strcpy(buf, path);
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != 0) continue;
+		char c = *p, *slash;
+		*p = 0;
+		slash = strrchr(buf, '/');
+		*slash = 0;
+		int dfd = open_in_root(slash == buf ? "/" : buf, O_PATH | O_DIRECTORY, 0);
+		*slash = '/';
+		int r = dfd < 0 ? -1 : mkdirat(dfd, slash + 1, mode);
+		if (dfd >= 0) close(dfd);
+		if (r < 0 && errno != EEXIST) return -1;
+		if (!c) return 0;
+		*p = c;
+	}
+}
+
+/* parent_dir creates the directory that will hold path and opens it; *name
+ * points at the last component of path. */
+static int parent_dir(const char *path, char *buf, size_t size, const char **name)
+{
+	if (strlen(path) >= size) { errno = ENAMETOOLONG; return -1; }
+	strcpy(buf, path);
+	char *slash = strrchr(buf, '/');
+	*name = path + (slash - buf) + 1;
+	*slash = 0;
+	int fd = open_in_root(buf[0] ? buf : "/", O_PATH | O_DIRECTORY, 0);
+	if (fd >= 0 || errno != ENOENT) return fd; /* the usual case: one openat2 */
+	if (mkdir_p(buf, 0755) < 0) return -1;
+	return open_in_root(buf, O_PATH | O_DIRECTORY, 0);
+}
+
+/* open_target opens a mount point, creating it (a directory, or an empty file
+ * for OPF_FILE) when OPF_CREATE is set. */
+static int open_target(const struct mount_op *m)
+{
+	int fd = open_in_root(m->target, O_PATH, 0);
+	if (fd >= 0 || errno != ENOENT || !(m->flags & OPF_CREATE)) return fd;
+	char buf[4096];
+	const char *name;
+	int dfd = parent_dir(m->target, buf, sizeof buf, &name);
+	if (dfd < 0) return -1;
+	int r = (m->flags & OPF_FILE) ? openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)
+				      : mkdirat(dfd, name, 0755);
+	close(dfd);
+	if (r < 0 && errno != EEXIST) return -1;
+	if (r > 0) close(r);
+	return open_in_root(m->target, O_PATH, 0);
+}
+
+/* fs_mount creates a detached filesystem mount (fsopen, fsconfig, fsmount).
+ * m->data is a NUL-separated list of "key=value" or "flag" options. */
+static int fs_mount(const struct mount_op *m)
+{
+	int fd = (int)syscall(SYS_fsopen, m->fstype, FSOPEN_CLOEXEC), mfd = -1;
+	if (fd < 0) return -1;
+	for (const char *o = m->data; o < m->data + m->data_len; o += strlen(o) + 1) {
+		char key[64];
+		const char *eq = strchr(o, '=');
+		size_t klen = eq ? (size_t)(eq - o) : strlen(o);
+		if (klen == 0) continue;
+		if (klen >= sizeof key) { errno = EINVAL; goto out; }
+		memcpy(key, o, klen);
+		key[klen] = 0;
+		if (syscall(SYS_fsconfig, fd, eq ? FSCONFIG_SET_STRING : FSCONFIG_SET_FLAG, key, eq ? eq + 1 : NULL, 0) < 0)
+			goto out;
+	}
+	if (syscall(SYS_fsconfig, fd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+		mfd = (int)syscall(SYS_fsmount, fd, FSMOUNT_CLOEXEC, (unsigned)m->attr);
+out:
+	{ int e = errno; close(fd); errno = e; }
+	return mfd;
+}
+
+/* open_host opens a host path the parent opened and checked before us, as
+ * source k, and makes sure it is the same object: the path is resolved again
+ * here (an O_PATH descriptor from the parent's mount namespace cannot be
+ * cloned in ours: open_tree refuses a mount of another namespace), without
+ * following any symlink, and refused with ESTALE unless it is the very inode
+ * the parent checked. So a path swapped between the check and the mount
+ * (a directory renamed, a component replaced by a symlink by the workload of
+ * another jail) never reaches the mount. */
+static int open_host(const struct plan *p, const char *path, uint32_t k)
+{
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+	if (fd < 0) return -1;
+	struct stat ours, checked;
+	if (fstat(fd, &ours) < 0 || fstat(SOURCE_FD(p, k), &checked) < 0) { int e = errno; close(fd); errno = e; return -1; }
+	if (ours.st_dev != checked.st_dev || ours.st_ino != checked.st_ino) { close(fd); errno = ESTALE; return -1; }
+	return fd;
+}
+
+/* The host sources open_host opened and checked, by source number, while
+ * open_sources runs: one source serves many ops (/dev/null masks a dozen
+ * /proc files), and is opened and checked once. */
+static int host_fds[MAX_SOURCE_FDS + 1];
+
+/* clone_source makes the detached tree of a bind from the host: a recursive
+ * clone (open_tree, like mount --rbind) of the checked source. */
+static int clone_source(const struct plan *p, const struct mount_op *m)
+{
+	int *sfd = &host_fds[m->src];
+	if (*sfd < 0 && (*sfd = open_host(p, m->source, m->src)) < 0) return -1;
+	return sys_open_tree(*sfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+}
+
+/* detached_tree returns a mount fd for op m, not yet attached anywhere: a
+ * new file system, or a bind (cloned from the host by open_sources, or from
+ * a path in the new root) whose attributes (read-only, nosuid, nodev,
+ * private) are set on the whole detached tree before anyone can see it: no
+ * window where a read-only bind is writable, and locked flags are kept
+ * because mount_setattr only adds. */
+static int detached_tree(struct mount_op *m)
+{
+	if (m->kind == OP_FS) return fs_mount(m);
+	int fd = m->tree_fd;
+	m->tree_fd = -1;
+	if (fd < 0 && (m->flags & OPF_SRC_IN_ROOT)) {
+		int sfd = open_in_root(m->source, O_PATH, 0);
+		if (sfd < 0) return -1;
+		fd = sys_open_tree(sfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+		close(sfd);
+	} else if (fd < 0) {
+		errno = EBADF; /* a host bind open_sources did not clone: cannot happen */
+	}
+	if (fd < 0) return -1;
+	if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, m->attr) < 0) { close(fd); return -1; }
+	return fd;
+}
+
+/* keep_rule_fd gives the Landlock rules for target what the mount plan has
+ * just made there: fd, a mount (duplicated), or with fd -1 target opened
+ * again at once, resolved as the plan resolved it. apply_landlock adds the
+ * rules on these descriptors, not by path: by then a directory shared with
+ * another jail could have been renamed and a symlink put in its place, and
+ * a rule meant for a bind would land on whatever the symlink names. */
+static int keep_rule_fd(struct plan *p, const char *target, int fd)
+{
+	for (size_t i = 0; i < p->nlandlock; i++) {
+		struct landlock_op *l = &p->landlock_rules[i];
+		if (strcmp(l->path, target) != 0) continue;
+		int nfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : open_in_root(target, O_PATH | O_NOFOLLOW, 0);
+		if (nfd < 0) return -1;
+		if (l->fd >= 0) close(l->fd); /* a later op on the same target covers the earlier one */
+		l->fd = nfd;
+	}
+	return 0;
+}
+
+void close_rule_fds(struct plan *p)
+{
+	for (size_t i = 0; i < p->nlandlock; i++)
+		if (p->landlock_rules[i].fd >= 0) { close(p->landlock_rules[i].fd); p->landlock_rules[i].fd = -1; }
+}
+
+/* write_file creates a regular file with the op's contents (the minimal /etc). */
+static int write_file(const struct mount_op *m)
+{
+	char buf[4096];
+	const char *name;
+	int dfd = parent_dir(m->target, buf, sizeof buf, &name);
+	if (dfd < 0) return -1;
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, m->mode);
+	close(dfd);
+	if (fd < 0) return -1;
+	size_t off = 0;
+	while (off < m->data_len) {
+		ssize_t n = write(fd, m->data + off, m->data_len - off);
+		if (n < 0 && errno == EINTR) continue;
+		if (n <= 0) { close(fd); return -1; }
+		off += (size_t)n;
+	}
+	return close(fd);
+}
+
+static int apply_op(struct plan *p, struct mount_op *m)
+{
+	char buf[4096];
+	const char *name;
+	int fd, tfd, r;
+	switch (m->kind) {
+	case OP_MKDIR: return mkdir_p(m->target, m->mode) < 0 ? -1 : keep_rule_fd(p, m->target, -1);
+	case OP_FILE: return write_file(m) < 0 ? -1 : keep_rule_fd(p, m->target, -1);
+	case OP_SYMLINK:
+		if ((fd = parent_dir(m->target, buf, sizeof buf, &name)) < 0) return -1;
+		r = symlinkat(m->data, fd, name);
+		close(fd);
+		return r;
+	case OP_SETATTR:
+		if ((fd = open_in_root(m->target, O_PATH, 0)) < 0) return -1;
+		r = sys_mount_setattr(fd, "", AT_EMPTY_PATH | ((m->flags & OPF_RECURSIVE) ? AT_RECURSIVE : 0), m->attr);
+		close(fd);
+		return r;
+	}
+	if (m->kind == OP_BIND && !(m->flags & OPF_SRC_IN_ROOT) && m->tree_fd < 0) {
+		/* open_sources skipped it: an optional source gone since the
+		 * parent checked it. Skipped here too, before its target is made. */
+		errno = (m->flags & OPF_OPTIONAL) ? ENOENT : EBADF;
+		return -1;
+	}
+	if ((tfd = open_target(m)) < 0) return -1;
+	if ((fd = detached_tree(m)) < 0) { r = -1; goto out; }
+	r = sys_move_mount(fd, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+	if (r == 0) r = keep_rule_fd(p, m->target, fd);
+	{ int e = errno; close(fd); errno = e; }
+out:
+	{ int e = errno; close(tfd); errno = e; }
+	return r;
+}
+
+/* ---- the steps, in order ---- */
+
+/* make_root_rslave: our mounts must not propagate back to the host. The
+ * kernel copied the host's mount table at clone time with its propagation,
+ * so a shared / would leak. Equivalent to `mount --make-rslave /`. */
+int make_root_rslave(struct plan *p)
+{
+	(void)p;
+	return mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL);
+}
+
+/* open_sources clones every host bind source, and a directory root, while
+ * the host tree is still fully visible (attaching the new root later covers
+ * its attach point). */
+int open_sources(struct plan *p)
+{
+	int r = 0;
+	for (uint32_t k = 0; k <= p->source_fds; k++) host_fds[k] = -1;
+	if (p->root.kind == OP_BIND && (p->root.tree_fd = clone_source(p, &p->root)) < 0) r = -1;
+	for (size_t i = 0; r == 0 && i < p->nmounts; i++) {
+		struct mount_op *m = &p->mounts[i];
+		if (m->kind != OP_BIND || (m->flags & OPF_SRC_IN_ROOT)) continue;
+		m->tree_fd = clone_source(p, m);
+		if (m->tree_fd < 0 && !(errno == ENOENT && (m->flags & OPF_OPTIONAL))) { failed_op = (int)i; r = -1; }
+	}
+	int e = errno;
+	for (uint32_t k = 0; k <= p->source_fds; k++)
+		if (host_fds[k] >= 0) close(host_fds[k]);
+	errno = e;
+	return r;
+}
+
+/* enter_root_copy runs when / is the initramfs (rootfs), which has no
+ * parent mount, so pivot_root refuses it (EINVAL) and nothing could detach
+ * the host's tree. It clones the whole tree, attaches the clone on top of
+ * the initramfs and enters it: the clone has a parent, pivot_root works on
+ * it, and the host's tree goes with it when the old root is detached, as on
+ * any other host. (Unmounting the host's mounts one by one is not an option
+ * in a user namespace: they came over as one locked tree.) */
+int enter_root_copy(struct plan *p)
+{
+	(void)p;
+	int fd = sys_open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (fd < 0) return -1;
+	int r = sys_move_mount(fd, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH);
+	if (r == 0) r = fchdir(fd);
+	if (r == 0) r = chroot(".");
+	{ int e = errno; close(fd); errno = e; }
+	return r;
+}
+
+/* build_root makes the new root (a tmpfs, or the read-only clone of a
+ * directory) and attaches it on the plan's attach point, a host directory,
+ * inside our mount namespace. The mount's own descriptor is the root from
+ * now on. */
+int build_root(struct plan *p)
+{
+	int fd = detached_tree(&p->root), afd = -1;
+	if (fd < 0) return -1;
+	if ((afd = open_host(p, p->attach, p->attach_src)) < 0 ||
+	    sys_move_mount(fd, "", afd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+		int e = errno;
+		close(fd);
+		if (afd >= 0) close(afd);
+		errno = e;
+		return -1;
+	}
+	close(afd);
+	root_fd = fd;
+	return keep_rule_fd(p, "/", root_fd);
+}
+
+/* close_sources closes the host descriptors: from here on, PID 1 holds
+ * nothing of the host's file system. */
+int close_sources(struct plan *p)
+{
+	if (p->source_fds == 0) return 0;
+	return (int)syscall(SYS_close_range, SOURCE_FD(p, 1), SOURCE_FD(p, p->source_fds), 0);
+}
+
+int apply_mounts(struct plan *p)
+{
+	for (size_t i = 0; i < p->nmounts; i++) {
+		struct mount_op *m = &p->mounts[i];
+		int r = apply_op(p, m), e = errno;
+		if (m->tree_fd >= 0) { close(m->tree_fd); m->tree_fd = -1; } /* not consumed: the op failed or was skipped */
+		errno = e;
+		if (r < 0) {
+			if (errno == ENOENT && (m->flags & OPF_OPTIONAL)) continue;
+			failed_op = (int)i;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* pivot_into_root makes the new root "/" and detaches the host's tree, the
+ * pivot_root(".", ".") way (see pivot_root(2), runc, bubblewrap). */
+int pivot_into_root(struct plan *p)
+{
+	(void)p;
+	if (fchdir(root_fd) < 0 || syscall(SYS_pivot_root, ".", ".") < 0) return -1;
+	if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0) return -1;
+	close(root_fd);
+	return 0;
+}
+
+int remount_root_ro(struct plan *p)
+{
+	(void)p;
+	return sys_mount_setattr(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY);
+}

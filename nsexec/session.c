@@ -1,0 +1,78 @@
+//go:build linux
+
+// SPDX-License-Identifier: Apache-2.0
+/* session.c: a session's PID 1: no process of its own, deadlines, a control
+ * socket. Part of jail's child stage; nsexec.c has the tables. */
+#include "stage.h"
+
+#define MAX_CONNS 256
+
+/* arm sets timerfd fd to fire once, ms from now; 0 disarms it. */
+static int arm(int fd, uint64_t ms)
+{
+	struct itimerspec it = {{0, 0}, {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L}};
+	return timerfd_settime(fd, 0, &it, NULL);
+}
+
+/* session_loop is a session's PID 1 after GO. It reaps the orphans of
+ * joined processes and keeps the jail up until it must end: its TTL
+ * passes, it has been idle (no connection to its control socket: each
+ * joined process holds one while it runs) for its idle timeout, or a
+ * SIGTERM, SIGINT or SIGHUP comes from outside the jail. Then it exits and
+ * the kernel kills every process of the jail and tears its namespaces
+ * down. The deadlines are kernel timers of this process, so they hold with
+ * no jail process running on the host. */
+int session_loop(struct plan *p)
+{
+	sigset_t set;
+	int sfd, ctl = EXTRA_FD(p), ttl, idle, conns[MAX_CONNS], nconns = 0;
+	if (block_signals(&set) < 0 || (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) return -1;
+	if ((ttl = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC)) < 0 || (idle = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC)) < 0)
+		return -1;
+	if ((p->ttl_ms && arm(ttl, p->ttl_ms) < 0) || (p->idle_ms && arm(idle, p->idle_ms) < 0)) return -1;
+	if (fcntl(ctl, F_SETFD, FD_CLOEXEC) < 0 || fcntl(ctl, F_SETFL, O_NONBLOCK) < 0) return -1;
+	/* The session outlives whoever created it: no parent-death signal, and
+	 * the sync socket is closed after the report that it is up. */
+	if (prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) < 0) return -1;
+	if (send_msg(MSG_STARTED, 0, 0, -1, NULL) < 0) return -1;
+	close(SYNC_FD);
+	for (;;) {
+		struct pollfd fds[4 + MAX_CONNS] = {{sfd, POLLIN, 0}, {ctl, POLLIN, 0}, {ttl, POLLIN, 0}, {idle, POLLIN, 0}};
+		for (int i = 0; i < nconns; i++) fds[4 + i] = (struct pollfd){conns[i], POLLIN, 0};
+		if (poll(fds, (nfds_t)(4 + nconns), -1) < 0) {
+			if (errno == EINTR) continue;
+			return -1;
+		}
+		/* A deadline passed. An idle timeout does not end a session that
+		 * a command is connecting to right now. */
+		if (fds[2].revents || (fds[3].revents && !(fds[1].revents & POLLIN))) _exit(0);
+		if (fds[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof si) == sizeof si) {
+				/* Only a signal from outside the jail (no sender pid in our
+				 * namespace) stops it: its own processes may not. */
+				if (si.ssi_signo != SIGCHLD && si.ssi_pid == 0 &&
+				    (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP))
+					_exit(0);
+				while (waitpid(-1, NULL, WNOHANG) > 0);
+			}
+		}
+		for (int i = nconns - 1; i >= 0; i--) {
+			if (!fds[4 + i].revents) continue;
+			char c;
+			if (recv(conns[i], &c, 1, MSG_DONTWAIT) > 0) continue; /* nothing is said on it */
+			close(conns[i]);
+			conns[i] = conns[--nconns];
+			if (nconns == 0 && p->idle_ms && arm(idle, p->idle_ms) < 0) return -1;
+		}
+		if (fds[1].revents & POLLIN) {
+			int c = accept4(ctl, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+			if (c < 0) continue;
+			/* The ack says the session took the connection: a joined
+			 * process runs only while it is counted. */
+			if (nconns == MAX_CONNS || send(c, "1", 1, MSG_NOSIGNAL) != 1) { close(c); continue; }
+			conns[nconns++] = c;
+			if (arm(idle, 0) < 0) return -1;
+		}
+	}
+}
