@@ -122,7 +122,8 @@ func (l *launch) closeSources() {
 }
 
 // hostStep is one host-side step of Start, with its undo; Start runs them
-// in order and, when one fails, undoes the ones before in reverse.
+// in order and, when one fails, undoes it and the ones before in reverse.
+// An undo must cope with its do having failed halfway (or not run).
 type hostStep struct {
 	name string
 	do   func() error
@@ -149,7 +150,7 @@ func (c *Cmd) runSteps(steps []hostStep) error {
 		if err == nil {
 			continue
 		}
-		for j := i - 1; j >= 0; j-- {
+		for j := i; j >= 0; j-- {
 			if steps[j].undo != nil {
 				steps[j].undo()
 			}
@@ -179,8 +180,9 @@ func (c *Cmd) Start() error {
 	if c.session != nil {
 		return c.runSteps(c.joinSteps())
 	}
-	var files []*os.File   // the child's cgroup files and host sources
-	defer c.closeSources() // the child has its own copies
+	var files []*os.File               // the child's cgroup files and host sources
+	defer func() { closeAll(files) }() // the child has its own copies
+	defer c.closeSources()
 	steps := []hostStep{
 		{name: "spec", do: c.plan},
 		{name: "open host sources", do: func() error {
@@ -194,10 +196,7 @@ func (c *Cmd) Start() error {
 			c.l.plan.CgroupFDs = uint32(len(attach))
 			return err
 		}, undo: c.destroyCgroup},
-		{name: "clone", do: func() error {
-			defer closeAll(files)
-			return c.spawn(nsexec.InitArg0, files)
-		}, undo: c.abort},
+		{name: "clone", do: func() error { return c.spawn(nsexec.InitArg0, files) }, undo: c.abort},
 		{name: "ready", do: c.awaitReady},
 		{name: "go", do: c.release},
 	}

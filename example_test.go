@@ -53,3 +53,37 @@ func ExampleCommand() {
 	//	exited 0
 	//	hello from box
 }
+
+// This example keeps a jail up as a session and runs commands in it, as an
+// agent's code-execution backend would: the files one command writes are
+// there for the next. Compiled, not run (it needs root or unprivileged user
+// namespaces).
+func ExampleSessions() {
+	ctx := context.Background()
+	m := &jail.Sessions{} // state in /run/jail, or $XDG_RUNTIME_DIR/jail
+	s, err := m.Create(ctx, jail.SessionSpec{
+		IdleTimeout: 10 * time.Minute, // PID 1 ends the session after 10 idle minutes
+		Spec:        jail.Spec{MemoryMaxBytes: 512 << 20, Timeout: jail.Duration(30 * time.Second)},
+	})
+	if err != nil {
+		fmt.Println("create:", err)
+		return
+	}
+	defer s.Remove()
+
+	for _, script := range []string{"echo 6*7 > /tmp/q", "echo $(( $(cat /tmp/q) ))"} {
+		c := s.Command(ctx, "sh", "-c", script)
+		c.Capture = true
+		if err := c.Run(); err != nil {
+			fmt.Println("exec:", err)
+			return
+		}
+		// The report is a run's: its own CPU time, memory peak, OOM kills.
+		fmt.Print(c.Result.Status, " ", c.Result.Stdout)
+	}
+
+	// Later, perhaps from another process:
+	if _, err := m.Get(s.ID()); errors.Is(err, jail.ErrNotFound) {
+		fmt.Println("the session has ended")
+	}
+}

@@ -204,11 +204,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			ctl, err = listenControl(filepath.Join(dir, "ctl.sock"))
 			return err
 		}},
-		{name: "clone", do: func() error {
-			defer closeAll(files)
-			defer ctl.Close()
-			return c.spawnDetached(append(files, ctl))
-		}, undo: c.abort},
+		{name: "clone", do: func() error { return c.spawnDetached(append(files, ctl)) }, undo: c.abort},
 		{name: "ready", do: c.awaitReady},
 		{name: "go", do: func() error {
 			c.child.ClosePlan()
@@ -235,7 +231,8 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			return writeState(dir, &st)
 		}},
 	}
-	defer c.closeSources() // the child has its own copies
+	defer func() { closeAll(append(files, ctl)) }() // the child has its own copies
+	defer c.closeSources()
 	if err := c.runSteps(steps); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -71,4 +72,59 @@ func TestCommandSpec(t *testing.T) {
 			assert.Equal(t, tc.field, se.Field)
 		})
 	}
+}
+
+// TestSessionsAPI drives sessions through the Go API: typed errors, a
+// command's Cmd as a run's, Info, Pause refusing commands, Remove.
+func TestSessionsAPI(t *testing.T) {
+	requireJail(t)
+	ctx := context.Background()
+	m := &Sessions{Dir: t.TempDir()}
+	s, err := m.Create(ctx, SessionSpec{ID: "api", Labels: map[string]string{"k": "v"}, Spec: Spec{PidsMax: 64}})
+	require.NoError(t, err)
+	defer s.Remove()
+
+	_, err = m.Create(ctx, SessionSpec{ID: "api"})
+	assert.ErrorIs(t, err, ErrExists)
+	_, err = m.Get("nope")
+	assert.ErrorIs(t, err, ErrNotFound)
+	_, err = m.Create(ctx, SessionSpec{ID: "../x"})
+	assert.ErrorIs(t, err, ErrInvalidSpec)
+
+	c := s.Command(ctx, "sh", "-c", "echo $$ > /tmp/pid; echo hi")
+	c.Capture = true
+	require.NoError(t, c.Run())
+	assert.Equal(t, StatusExited, c.Result.Status)
+	assert.Equal(t, "hi\n", c.Result.Stdout)
+	assert.Equal(t, "api", c.Result.SessionID)
+	assert.NotEmpty(t, c.Result.ExecID)
+	assert.NotNil(t, c.Result.PidsPeak, "the command's own cgroup counts its processes")
+
+	c = s.Command(ctx, "cat", "/tmp/pid")
+	c.Capture = true
+	require.NoError(t, c.Run())
+	assert.NotEmpty(t, c.Result.Stdout, "a file of the previous command")
+
+	c = s.Command(ctx, "true")
+	c.Spec.Hostname = "other"
+	assert.ErrorIs(t, c.Run(), ErrInvalidSpec, "a command cannot change the jail")
+
+	list, err := m.List(map[string]string{"k": "v"})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	info, err := list[0].Info()
+	require.NoError(t, err)
+	assert.Equal(t, SessionRunning, info.State)
+	assert.NotNil(t, info.Usage)
+
+	require.NoError(t, s.Pause())
+	assert.ErrorIs(t, s.Command(ctx, "true").Run(), ErrNotRunning)
+	require.NoError(t, s.Resume())
+	require.NoError(t, s.Command(ctx, "true").Run())
+
+	_, err = s.Remove()
+	require.NoError(t, err)
+	_, err = m.Get("api")
+	assert.ErrorIs(t, err, ErrNotFound)
+	assert.ErrorIs(t, s.Command(ctx, "true").Run(), ErrNotFound)
 }
