@@ -236,6 +236,9 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	if err := c.runSteps(steps); err != nil {
 		return nil, err
 	}
+	// The Spec's timeout is each command's, and ctx bounded the creation
+	// only: neither may end the session now.
+	c.stopTimers()
 	c.child.Detach() // the session outlives this process; its exit is reaped here meanwhile
 	m.log().Info("session created", "id", st.ID, "pid", st.PID)
 	return &Session{m: m, id: st.ID, st: st}, nil

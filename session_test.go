@@ -80,9 +80,18 @@ func TestSessionsAPI(t *testing.T) {
 	requireJail(t)
 	ctx := context.Background()
 	m := &Sessions{Dir: t.TempDir()}
-	s, err := m.Create(ctx, SessionSpec{ID: "api", Labels: map[string]string{"k": "v"}, Spec: Spec{PidsMax: 64}})
+	cctx, cancel := context.WithCancel(ctx)
+	s, err := m.Create(cctx, SessionSpec{ID: "api", Labels: map[string]string{"k": "v"},
+		Spec: Spec{PidsMax: 64, Timeout: Duration(300 * time.Millisecond)}})
 	require.NoError(t, err)
 	defer s.Remove()
+	// Neither the Spec's timeout (each command's) nor the context of the
+	// creation ends the session.
+	cancel()
+	time.Sleep(500 * time.Millisecond)
+	info, err := s.Info()
+	require.NoError(t, err)
+	assert.Equal(t, SessionRunning, info.State)
 
 	_, err = m.Create(ctx, SessionSpec{ID: "api"})
 	assert.ErrorIs(t, err, ErrExists)
@@ -112,7 +121,7 @@ func TestSessionsAPI(t *testing.T) {
 	list, err := m.List(map[string]string{"k": "v"})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	info, err := list[0].Info()
+	info, err = list[0].Info()
 	require.NoError(t, err)
 	assert.Equal(t, SessionRunning, info.State)
 	assert.NotNil(t, info.Usage)
