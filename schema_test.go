@@ -11,13 +11,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// These tests tie schema/result.schema.json to result.go, so neither can
-// change without the other.
+// These tests tie schema/result.schema.json to result.go, and
+// schema/session.schema.json to session.go, so neither can change without
+// the other.
 
 const schemaFile = "schema/result.schema.json"
 
@@ -30,6 +32,25 @@ var schemaDefs = map[reflect.Type]string{
 	reflect.TypeFor[IDMap]():         "#/$defs/id_map",
 	reflect.TypeFor[SeccompDenial](): "#/$defs/seccomp_denial",
 	reflect.TypeFor[LandlockInfo]():  "#/$defs/landlock_info",
+}
+
+// sessionSchemaDefs is schemaDefs for the session document; it shares the
+// result's isolation.
+var sessionSchemaDefs = map[reflect.Type]string{
+	reflect.TypeFor[SessionInfo]():  "#",
+	reflect.TypeFor[SessionUsage](): "#/$defs/usage",
+	reflect.TypeFor[Isolation]():    "result.schema.json#/$defs/isolation",
+}
+
+// ownDefs are the entries of defs that its file itself defines.
+func ownDefs(defs map[reflect.Type]string) map[reflect.Type]string {
+	out := map[reflect.Type]string{}
+	for typ, ref := range defs {
+		if strings.HasPrefix(ref, "#") {
+			out[typ] = ref
+		}
+	}
+	return out
 }
 
 type jsonField struct {
@@ -61,16 +82,25 @@ func jsonFields(t *testing.T, typ reflect.Type) []jsonField {
 
 func loadSchema(t *testing.T) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(schemaFile)
+	return loadSchemaFile(t, schemaFile)
+}
+
+func loadSchemaFile(t *testing.T, file string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(file)
 	require.NoError(t, err)
 	var s map[string]any
 	require.NoError(t, json.Unmarshal(b, &s))
 	return s
 }
 
-// resolve returns the schema object at ref, "#" or "#/$defs/name".
+// resolve returns the schema object at ref, "#" or "#/$defs/name", or
+// "other.schema.json#/$defs/name" in a file beside it.
 func resolve(t *testing.T, root map[string]any, ref string) map[string]any {
 	t.Helper()
+	if file, frag, _ := strings.Cut(ref, "#"); file != "" {
+		root, ref = loadSchemaFile(t, "schema/"+file), "#"+frag
+	}
 	obj := root
 	for _, part := range strings.Split(strings.TrimPrefix(ref, "#"), "/")[1:] {
 		next, ok := obj[part].(map[string]any)
@@ -123,6 +153,15 @@ func jsonType(typ reflect.Type) string {
 // checkProperty checks that the schema of one property fits Go type typ.
 func checkProperty(t *testing.T, root, prop map[string]any, typ reflect.Type) {
 	t.Helper()
+	checkPropertyDefs(t, schemaDefs, root, prop, typ)
+}
+
+func checkPropertyDefs(t *testing.T, defs map[reflect.Type]string, root, prop map[string]any, typ reflect.Type) {
+	t.Helper()
+	checkProperty := func(t *testing.T, root, prop map[string]any, typ reflect.Type) {
+		t.Helper()
+		checkPropertyDefs(t, defs, root, prop, typ)
+	}
 	if typ.Kind() == reflect.Pointer {
 		// A nil pointer is written as null: anyOf [null, the element].
 		alts, ok := prop["anyOf"].([]any)
@@ -132,7 +171,12 @@ func checkProperty(t *testing.T, root, prop map[string]any, typ reflect.Type) {
 		checkProperty(t, root, alts[1].(map[string]any), typ.Elem())
 		return
 	}
-	if def, ok := schemaDefs[typ]; ok {
+	if typ == reflect.TypeFor[time.Time]() {
+		assert.Equal(t, "string", prop["type"])
+		assert.Equal(t, "date-time", prop["format"])
+		return
+	}
+	if def, ok := defs[typ]; ok {
 		assert.Equal(t, def, prop["$ref"], "got %v, want a $ref to %s", prop["$ref"], def)
 		assert.Equal(t, "object", resolve(t, root, def)["type"])
 		return
@@ -143,6 +187,10 @@ func checkProperty(t *testing.T, root, prop map[string]any, typ reflect.Type) {
 		items, ok := prop["items"].(map[string]any)
 		require.True(t, ok, "got %v, want items for %s", prop["items"], typ)
 		checkProperty(t, root, items, typ.Elem())
+	case reflect.Map:
+		values, ok := prop["additionalProperties"].(map[string]any)
+		require.True(t, ok, "got %v, want additionalProperties for %s", prop["additionalProperties"], typ)
+		checkProperty(t, root, values, typ.Elem())
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		assert.Equal(t, 0.0, prop["minimum"], "got minimum %v, want 0 for %s", prop["minimum"], typ)
 		limit := float64(uint64(1)<<typ.Bits() - 1)
@@ -154,9 +202,22 @@ func checkProperty(t *testing.T, root, prop map[string]any, typ reflect.Type) {
 }
 
 func TestResultSchemaMatchesStructs(t *testing.T) {
-	root := loadSchema(t)
+	checkSchemaMatchesStructs(t, schemaFile, schemaDefs)
+}
+
+func TestSessionSchemaMatchesStructs(t *testing.T) {
+	checkSchemaMatchesStructs(t, "schema/session.schema.json", sessionSchemaDefs)
+	root := loadSchemaFile(t, "schema/session.schema.json")
+	assert.Equal(t, SessionSchema, root["title"])
+	props := root["properties"].(map[string]any)
+	assert.Equal(t, SessionSchema, props["schema"].(map[string]any)["const"])
+	assert.Equal(t, []string{SessionRunning, SessionPaused, SessionExited}, strs(t, props["state"].(map[string]any)["enum"]))
+}
+
+func checkSchemaMatchesStructs(t *testing.T, file string, defs map[reflect.Type]string) {
+	root := loadSchemaFile(t, file)
 	assert.Equal(t, "https://json-schema.org/draft/2020-12/schema", root["$schema"])
-	for typ, ref := range schemaDefs {
+	for typ, ref := range ownDefs(defs) {
 		t.Run(typ.Name(), func(t *testing.T) {
 			obj := resolve(t, root, ref)
 			assert.Equal(t, "object", obj["type"])
@@ -171,7 +232,7 @@ func TestResultSchemaMatchesStructs(t *testing.T) {
 					required = append(required, f.name)
 				}
 				if prop, ok := props[f.name].(map[string]any); assert.True(t, ok, "got no property %q, want one for %s", f.name, typ.Name()) {
-					t.Run(f.name, func(t *testing.T) { checkProperty(t, root, prop, f.typ) })
+					t.Run(f.name, func(t *testing.T) { checkPropertyDefs(t, defs, root, prop, f.typ) })
 					assert.NotEmpty(t, prop["description"], "property %q has no description", f.name)
 				}
 			}
