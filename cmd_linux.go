@@ -850,8 +850,3 @@ func errOrEOF(err error) error {
 	}
 	return err
 }
-
-// signalName returns "KILL" for SIGKILL.
-func signalName(s syscall.Signal) string {
-	return strings.TrimPrefix(unix.SignalName(s), "SIG")
-}

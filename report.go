@@ -2,7 +2,10 @@ package jail
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // outcome is what is known of a run (or a command of a session) once it
@@ -99,4 +102,9 @@ func judge(o outcome) verdict {
 		return verdict{Status: StatusSetupError, ExitCode: ExitSetupError, Err: err,
 			Error: &ErrorInfo{Step: "init", Message: err.Error()}}
 	}
+}
+
+// signalName returns "KILL" for SIGKILL.
+func signalName(s syscall.Signal) string {
+	return strings.TrimPrefix(unix.SignalName(s), "SIG")
 }
