@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -370,19 +371,14 @@ func (c *Cmd) spawnDetached(files []*os.File) error {
 }
 
 // processIdentity returns what tells a process apart from a later one
-// with the same pid: its start time and its PID namespace.
+// with the same pid (procfs.Identity); a dead process not yet reaped is
+// not running.
 func processIdentity(pid int) (start, pidns uint64, err error) {
-	ps, ok := procfs.ReadStat(pid)
-	if !ok || ps.State == 'Z' || ps.State == 'X' { // a dead PID 1 not yet reaped is no session
-		return 0, 0, fmt.Errorf("read /proc/%d/stat: %w", pid, ErrNotRunning)
+	id, err := procfs.ReadIdentity(strconv.Itoa(pid))
+	if err != nil || id.State == 'Z' || id.State == 'X' {
+		return 0, 0, fmt.Errorf("process %d: %w", pid, ErrNotRunning)
 	}
-	start = ps.StartTime
-	var st unix.Stat_t
-	p := fmt.Sprintf("/proc/%d/ns/pid", pid)
-	if err := unix.Stat(p, &st); err != nil {
-		return 0, 0, &os.PathError{Op: "stat", Path: p, Err: err}
-	}
-	return start, st.Ino, nil
+	return id.StartTime, id.PIDNS, nil
 }
 
 func writeState(dir string, st *sessionState) error {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // New creates a per-run group and applies the limits l. The group is a new
@@ -224,22 +226,12 @@ var self struct {
 // newOwner returns this process's owner record with a fresh sequence number.
 func newOwner() (owner, error) {
 	self.once.Do(func() {
-		stat, err := os.ReadFile("/proc/self/stat")
+		id, err := procfs.ReadIdentity("self")
 		if err != nil {
 			self.err = err
 			return
 		}
-		start, err := parseStatStartTime(string(stat))
-		if err != nil {
-			self.err = err
-			return
-		}
-		var st unix.Stat_t
-		if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
-			self.err = &os.PathError{Op: "stat", Path: "/proc/self/ns/pid", Err: err}
-			return
-		}
-		self.own = owner{PID: os.Getpid(), StartTime: start, PIDNS: st.Ino}
+		self.own = owner{PID: os.Getpid(), StartTime: id.StartTime, PIDNS: id.PIDNS}
 	})
 	if self.err != nil {
 		return owner{}, self.err

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Children lists pid's children from /proc/PID/task/*/children
@@ -117,4 +118,40 @@ func OwnCgroupDirs() []string {
 		}
 	}
 	return dirs
+}
+
+// Identity tells a process apart from a later one with the same pid: a pid
+// can be reused, a pid with its start time cannot (two processes with one
+// pid cannot start in the same clock tick), and the PID namespace says
+// which /proc can answer.
+type Identity struct {
+	// StartTime is field 22 of /proc/PID/stat, in clock ticks after boot.
+	StartTime uint64
+	// PIDNS is the inode number of the process's PID namespace.
+	PIDNS uint64
+	// State is field 3 of /proc/PID/stat: 'Z' for a zombie.
+	State byte
+}
+
+// ReadIdentity reads the identity of proc, a pid or "self".
+func ReadIdentity(proc string) (Identity, error) {
+	p := "/proc/" + proc + "/stat"
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return Identity{}, err
+	}
+	st, ok := ParseStat(b)
+	if !ok {
+		return Identity{}, fmt.Errorf("parse %s: %.40q", p, b)
+	}
+	ns := "/proc/" + proc + "/ns/pid"
+	fi, err := os.Stat(ns)
+	if err != nil {
+		return Identity{}, err
+	}
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return Identity{}, fmt.Errorf("stat %s: no inode", ns)
+	}
+	return Identity{StartTime: st.StartTime, PIDNS: sys.Ino, State: st.State}, nil
 }

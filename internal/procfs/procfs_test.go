@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -33,5 +34,23 @@ func TestReadStatSelf(t *testing.T) {
 	}
 	if st.PPID != os.Getppid() {
 		t.Errorf("got ppid %d, want %d", st.PPID, os.Getppid())
+	}
+}
+
+func TestReadIdentity(t *testing.T) {
+	self, err := ReadIdentity("self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPid, err := ReadIdentity(strconv.Itoa(os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := ReadStat(os.Getpid())
+	if self != byPid || self.StartTime != st.StartTime || self.PIDNS == 0 || self.State != 'R' {
+		t.Errorf("got %+v by self and %+v by pid, want one running identity with start time %d", self, byPid, st.StartTime)
+	}
+	if _, err := ReadIdentity("999999999"); err == nil {
+		t.Error("got an identity for a pid that cannot exist")
 	}
 }
