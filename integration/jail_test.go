@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -707,34 +708,53 @@ func TestTerminalNeverHandedOver(t *testing.T) {
 // afterwards; a resize reaches the workload.
 func TestTTY(t *testing.T) {
 	master, slave := openPTY(t)
-	require.NoError(t, unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 100}))
 	before := terminalState(t, slave)
-	c := exec.Command(jailBin, "run", "-t", "--profile", "strict", "--", "sh", "-c",
-		`tty; stty size; test -t 0 && echo tty0; ls /dev/pts | tr '\n' ' '; echo; read x; echo got $x; stty size; exit 3`)
-	c.Stdin, c.Stdout, c.Stderr = slave, slave, slave
-	require.NoError(t, c.Start())
-	var out strings.Builder
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "ptmx") && time.Now().Before(deadline) {
-		out.WriteString(drain(t, master))
-	}
-	require.Contains(t, out.String(), "ptmx", "the workload started: %q", out.String())
-	// A resize, as a terminal window does it: new size, then SIGWINCH.
-	require.NoError(t, unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 50, Col: 120}))
-	require.NoError(t, c.Process.Signal(unix.SIGWINCH))
-	time.Sleep(100 * time.Millisecond)
-	_, err := master.Write([]byte("typed\r"))
-	require.NoError(t, err)
-	err = c.Wait()
-	out.WriteString(drain(t, master))
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee)
-	assert.Equal(t, 3, ee.ExitCode(), "the workload's exit code: %q", out.String())
-	got := strings.ReplaceAll(out.String(), "\r\n", "\n")
+	got, code := runOnPTY(t, master, slave, []string{"run", "-t", "--profile", "strict", "--", "sh", "-c",
+		`tty; stty size; test -t 0 && echo tty0; ls /dev/pts | tr '\n' ' '; echo; read x; echo got $x; stty size; exit 3`},
+		"ptmx", func(c *exec.Cmd) {
+			// A resize, as a terminal window does it: new size, then SIGWINCH.
+			require.NoError(t, unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 50, Col: 120}))
+			require.NoError(t, c.Process.Signal(unix.SIGWINCH))
+			time.Sleep(100 * time.Millisecond)
+		})
+	assert.Equal(t, 3, code, "the workload's exit code: %q", got)
 	assert.Contains(t, got, "/dev/pts/0\n40 100\ntty0\n0 ptmx \n", "a terminal of the jail's own devpts, of the caller's size")
 	assert.Contains(t, got, "got typed\n50 120\n", "input and the new size reached the workload")
 	before.Rows, before.Cols = 50, 120 // the test's own resize
 	assert.Equal(t, before, terminalState(t, slave), "the caller's terminal is out of raw mode")
+}
+
+// runOnPTY sizes the pty 40x100 and runs `jail args...` on its slave,
+// waits until it has printed ready, calls between (if not nil), types
+// "typed" and a return, and returns everything it printed (CRLF as LF)
+// and its exit code.
+func runOnPTY(t *testing.T, master, slave *os.File, args []string, ready string, between func(*exec.Cmd)) (string, int) {
+	t.Helper()
+	require.NoError(t, unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 100}))
+	c := exec.Command(jailBin, args...)
+	c.Stdin, c.Stdout, c.Stderr = slave, slave, slave
+	require.NoError(t, c.Start())
+	var out strings.Builder
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), ready) && time.Now().Before(deadline) {
+		out.WriteString(drain(t, master))
+	}
+	require.Contains(t, out.String(), ready, "the workload started: %q", out.String())
+	if between != nil {
+		between(c)
+	}
+	_, err := master.Write([]byte("typed\r"))
+	require.NoError(t, err)
+	err = c.Wait()
+	out.WriteString(drain(t, master))
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return strings.ReplaceAll(out.String(), "\r\n", "\n"), code
 }
 
 // TestJailCannotStarveHostBudgets is finding 5: queued signals and POSIX

@@ -96,6 +96,13 @@ func TestSessionLifecycle(t *testing.T) {
 	assert.Equal(t, "NoNewPrivs:\t1", lines[11])
 	assert.Equal(t, "0 1 2", strings.TrimSpace(lines[12]))
 
+	// The joining helper is not in the jail's PID namespace, and its PID 1
+	// is non-dumpable: neither can be reached from a command.
+	out = sessOK(t, dir, "exec", id, "--", "sh", "-c", `cat /proc/[0-9]*/comm | sort -u | tr '\n' ' '; readlink /proc/1/exe || echo unreadable`)
+	assert.NotContains(t, out, "jail:exec")
+	assert.Contains(t, out, "jail:init")
+	assert.Contains(t, out, "unreadable")
+
 	// The report is a run's, with the session's and the command's ids.
 	var res jail.Result
 	r = sess(t, dir, "exec", "--json", id, "--", "sh", "-c", "echo out; exit 3")
@@ -333,4 +340,53 @@ func TestSessionOtherUsersCannotTouch(t *testing.T) {
 		assert.Equal(t, 125, ee.ExitCode(), "%v as uid %d: %s", args, unprivUID, out)
 	}
 	assert.Equal(t, "running", inspect(t, dir, id).State)
+}
+
+// TestSessionSeccompKillsAreTheCommands: a call the policy kills is
+// reported, by name, in the result of the command that made it, and in no
+// other command's.
+func TestSessionSeccompKillsAreTheCommands(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--profile", "strict", "--ro-bind", binDir+":/probe"))
+	defer sess(t, dir, "rm", id)
+	exec := func(args ...string) jail.Result {
+		t.Helper()
+		var res jail.Result
+		r := sess(t, dir, "exec", append([]string{"--json", id, "--"}, args...)...)
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stderr)
+		return res
+	}
+	res := exec("/probe/probe", "sys", "keyctl")
+	assert.Equal(t, jail.StatusSeccompKilled, res.Status)
+	assert.Equal(t, 137, res.ExitCode)
+	if assert.Len(t, res.SeccompDenials, 1) {
+		assert.Equal(t, "keyctl", res.SeccompDenials[0].Syscall)
+		assert.Equal(t, "kill", res.SeccompDenials[0].Action)
+		assert.True(t, res.SeccompDenials[0].Workload)
+	}
+	res = exec("sh", "-c", "/probe/probe sys mount; echo child=$?")
+	assert.Equal(t, jail.StatusExited, res.Status)
+	assert.Equal(t, "child=137\n", res.Stdout)
+	if assert.Len(t, res.SeccompDenials, 1) {
+		assert.Equal(t, "mount", res.SeccompDenials[0].Syscall)
+		assert.False(t, res.SeccompDenials[0].Workload)
+	}
+	res = exec("true")
+	assert.Equal(t, jail.StatusExited, res.Status)
+	assert.Empty(t, res.SeccompDenials)
+}
+
+// TestSessionTTY: `session exec -t` gives the command a terminal of the
+// jail's own devpts, relayed to the caller's, as `run -t` does.
+func TestSessionTTY(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--profile", "strict"))
+	defer sess(t, dir, "rm", id)
+	master, slave := openPTY(t)
+	got, code := runOnPTY(t, master, slave, []string{"session", "exec", "--state-dir", dir, "-t", id, "--", "sh", "-c",
+		`tty; stty size; read x; echo got $x; exit 3`}, "40 100", nil)
+	assert.Equal(t, 3, code, "the command's exit code: %q", got)
+	assert.Contains(t, got, "/dev/pts/", "a terminal of the jail's devpts")
+	assert.Contains(t, got, "40 100\n", "of the caller's size")
+	assert.Contains(t, got, "got typed\n", "input reached the command")
 }
