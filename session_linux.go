@@ -690,8 +690,8 @@ func (c *Cmd) planJoin(st *sessionState) error {
 	return nil
 }
 
-// Info returns the session's document: state, deadlines, usage.
-func (s *Session) Info() (*SessionInfo, error) {
+// Inspect returns the session's document (jail.session/v1): state, deadlines, usage.
+func (s *Session) Inspect() (*SessionInfo, error) {
 	base, err := s.m.dir()
 	if err != nil {
 		return nil, err

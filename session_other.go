@@ -43,8 +43,8 @@ func (s *Session) Command(ctx context.Context, name string, args ...string) *Cmd
 	return Command(ctx, Spec{}, name, args...)
 }
 
-// Info returns ErrNotSupported.
-func (s *Session) Info() (*SessionInfo, error) { return nil, ErrNotSupported }
+// Inspect returns ErrNotSupported.
+func (s *Session) Inspect() (*SessionInfo, error) { return nil, ErrNotSupported }
 
 // Pause returns ErrNotSupported.
 func (s *Session) Pause() error { return ErrNotSupported }

@@ -75,7 +75,7 @@ func TestCommandSpec(t *testing.T) {
 }
 
 // TestSessionsAPI drives sessions through the Go API: typed errors, a
-// command's Cmd as a run's, Info, Pause refusing commands, Remove.
+// command's Cmd as a run's, Inspect, Pause refusing commands, Remove.
 func TestSessionsAPI(t *testing.T) {
 	requireJail(t)
 	ctx := context.Background()
@@ -89,7 +89,7 @@ func TestSessionsAPI(t *testing.T) {
 	// creation ends the session.
 	cancel()
 	time.Sleep(500 * time.Millisecond)
-	info, err := s.Info()
+	info, err := s.Inspect()
 	require.NoError(t, err)
 	assert.Equal(t, SessionRunning, info.State)
 
@@ -121,7 +121,7 @@ func TestSessionsAPI(t *testing.T) {
 	list, err := m.List(map[string]string{"k": "v"})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	info, err = list[0].Info()
+	info, err = list[0].Inspect()
 	require.NoError(t, err)
 	assert.Equal(t, SessionRunning, info.State)
 	assert.NotNil(t, info.Usage)

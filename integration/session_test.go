@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,6 +126,24 @@ func TestSessionLifecycle(t *testing.T) {
 	sessOK(t, dir, "rm", "--force", id)
 }
 
+// sleepMarker returns a command line that only a sleep started by script
+// has ("sleep N", unique to this test process and k), and the script:
+// the script's own text, in the jail CLI's arguments, does not hold it.
+func sleepMarker(k int) (marker, script string) {
+	n := 100000 + (os.Getpid()%10000)*10 + k
+	return fmt.Sprintf("sleep %d", n), fmt.Sprintf("exec sleep $((%d+0))", n)
+}
+
+// requireRunning waits up to 5 s for n host processes matching s.
+func requireRunning(t *testing.T, s string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(processesMatching(s)) < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Len(t, processesMatching(s), n, "processes matching %q", s)
+}
+
 // requirePidGone waits up to 3 s for pid to be gone (or a zombie).
 func requirePidGone(t *testing.T, pid int) {
 	t.Helper()
@@ -155,13 +172,14 @@ func TestSessionExecTimeoutKillsWhatItStarted(t *testing.T) {
 	dir := sessionDir(t)
 	id := strings.TrimSpace(sessOK(t, dir, "create", "--pids", "64"))
 	defer sess(t, dir, "rm", id)
-	marker := "it-timeout-" + strconv.Itoa(os.Getpid())
+	marker, script := sleepMarker(1)
 	var res jail.Result
 	r := sess(t, dir, "exec", "--json", "--timeout", "500ms", id, "--", "sh", "-c",
-		"setsid nohup sh -c 'exec -a "+marker+" sleep 100' >/dev/null 2>&1 & sleep 100")
+		"setsid nohup sh -c '"+script+"' >/dev/null 2>&1 & sleep 0.3; grep -qx sleep /proc/[0-9]*/comm && echo started; sleep 100")
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stderr)
 	assert.Equal(t, jail.StatusTimedOut, res.Status)
 	assert.Equal(t, 124, r.code)
+	assert.Equal(t, "started\n", res.Stdout, "the grandchild ran")
 	requireGone(t, marker)
 	assert.Equal(t, "running", inspect(t, dir, id).State)
 	assert.Equal(t, "ok\n", sessOK(t, dir, "exec", id, "--", "echo", "ok"))
@@ -291,15 +309,12 @@ func TestSessionSurvivesAKilledExec(t *testing.T) {
 	dir := sessionDir(t)
 	id := strings.TrimSpace(sessOK(t, dir, "create"))
 	defer sess(t, dir, "rm", id)
-	marker := "it-killed-cli-" + strconv.Itoa(os.Getpid())
+	marker, script := sleepMarker(2)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := jailCmd(ctx, "session", "exec", "--state-dir", dir, id, "--", "sh", "-c", "exec -a "+marker+" sleep 100")
+	c := jailCmd(ctx, "session", "exec", "--state-dir", dir, id, "--", "sh", "-c", script)
 	require.NoError(t, c.Start())
-	deadline := time.Now().Add(5 * time.Second)
-	for len(processesMatching(marker)) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	requireRunning(t, marker, 1)
 	require.NoError(t, c.Process.Kill())
 	_ = c.Wait()
 	requireGone(t, marker)
@@ -389,4 +404,45 @@ func TestSessionTTY(t *testing.T) {
 	assert.Contains(t, got, "/dev/pts/", "a terminal of the jail's devpts")
 	assert.Contains(t, got, "40 100\n", "of the caller's size")
 	assert.Contains(t, got, "got typed\n", "input reached the command")
+}
+
+// TestSessionRmWhileCommandsRun: rm with commands running, and more
+// starting meanwhile, ends every one of them (each reports KILL or is
+// refused, none hangs or runs on), and leaves nothing.
+func TestSessionRmWhileCommandsRun(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	marker, script := sleepMarker(3)
+	var cmds []*exec.Cmd
+	start := func() {
+		c := jailCmd(ctx, "session", "exec", "--state-dir", dir, id, "--", "sh", "-c", script)
+		require.NoError(t, c.Start())
+		cmds = append(cmds, c)
+	}
+	for range 4 {
+		start()
+	}
+	requireRunning(t, marker, 4)
+	done := make(chan result, 1)
+	go func() { done <- sess(t, dir, "rm", id) }()
+	for range 4 {
+		start() // racing the rm: joined and killed, or refused
+	}
+	r := <-done
+	assert.Equal(t, 0, r.code, r.stderr)
+	for i, c := range cmds {
+		err := c.Wait()
+		var ee *exec.ExitError
+		if assert.ErrorAs(t, err, &ee, "command %d ran on", i) {
+			assert.Contains(t, []int{125, 137}, ee.ExitCode(), "command %d", i)
+		}
+		if i < 4 {
+			assert.Equal(t, 137, ee.ExitCode(), "a command running at rm is killed")
+		}
+	}
+	requireGone(t, marker)
+	entries, _ := os.ReadDir(dir)
+	assert.Empty(t, entries)
 }

@@ -85,7 +85,7 @@ its limits (--memory, --pids, --cpus...) bound every command run in it together;
 				fmt.Fprintln(stdout, s.ID())
 				return nil
 			}
-			info, err := s.Info()
+			info, err := s.Inspect()
 			if err != nil {
 				return sessionError(err)
 			}
@@ -196,7 +196,7 @@ func newSessionList(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {
 			}
 			infos := []*jail.SessionInfo{}
 			for _, s := range list {
-				if info, err := s.Info(); err == nil {
+				if info, err := s.Inspect(); err == nil {
 					infos = append(infos, info)
 				}
 			}
@@ -231,7 +231,7 @@ func newSessionInspect(m func() *jail.Sessions, stdout io.Writer) *cobra.Command
 			if err != nil {
 				return sessionError(err)
 			}
-			info, err := s.Info()
+			info, err := s.Inspect()
 			if err != nil {
 				return sessionError(err)
 			}
