@@ -228,6 +228,14 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 				return err
 			}
 			st.PID, st.StartTime, st.PIDNS, st.CreatedAt = pid, start, pidns, time.Now().UTC()
+			// PID 1 holds the session up and uses next to no memory: the
+			// OOM killer is to take a command (a whole one: cgroup.Delegate)
+			// when the session runs out. Lowering it needs CAP_SYS_RESOURCE
+			// (root); an unprivileged session has no memory limit anyway.
+			// Our child, not yet waited for: the pid is still PID 1's.
+			if err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte("-1000"), 0); err != nil {
+				c.log().Debug("oom_score_adj of the session's PID 1", "err", err)
+			}
 			st.Join, st.Process, st.Isolation = joinTemplate(c.l), c.l.proc, c.l.iso
 			return writeState(dir, &st)
 		}},
@@ -240,6 +248,10 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	// The Spec's timeout is each command's, and ctx bounded the creation
 	// only: neither may end the session now.
 	c.stopTimers()
+	if c.cg != nil { // the groups stay, for the session; this process is done with them
+		c.sessionInit.Close()
+		c.cg.Close()
+	}
 	c.child.Detach() // the session outlives this process; its exit is reaped here meanwhile
 	m.log().Info("session created", "id", st.ID, "pid", st.PID)
 	return &Session{m: m, id: st.ID, st: st}, nil

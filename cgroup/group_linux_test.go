@@ -379,7 +379,7 @@ func TestKill(t *testing.T) {
 	c.release(t)
 	require.Equal(t, "started", c.readLine(t))
 	require.NoError(t, g.Kill())
-	pids, err := g.procs()
+	pids, err := g.Procs()
 	require.NoError(t, err)
 	assert.Empty(t, pids)
 	assert.ErrorContains(t, c.cmd.Wait(), "signal: killed")
@@ -413,7 +413,7 @@ func TestDestroy(t *testing.T) {
 			var pids []int
 			require.Eventually(t, func() bool {
 				var err error
-				pids, err = g.procs()
+				pids, err = g.Procs()
 				// sh, the subshell (which dash turns into its sleep), the
 				// orphaned sleep and the background one.
 				return err == nil && len(pids) >= 4
@@ -472,18 +472,6 @@ func TestDestroy(t *testing.T) {
 		}
 		assert.DirExists(t, blocker, "New removed a directory it did not create")
 	})
-}
-
-// procs lists the pids in every directory of the group and below.
-func (g *Group) procs() ([]int, error) {
-	var pids []int
-	for _, d := range g.dirs {
-		if err := walkProcs(d.path, &pids); err != nil {
-			return nil, err
-		}
-	}
-	slices.Sort(pids)
-	return slices.Compact(pids), nil
 }
 
 // deadOrZombie reports whether pid has exited (its parent may not have
@@ -635,7 +623,7 @@ func TestPrune(t *testing.T) {
 		for _, p := range g.Paths() {
 			assert.DirExists(t, p, "Prune removed a group it must keep")
 		}
-		pids, err := g.procs()
+		pids, err := g.Procs()
 		require.NoError(t, err)
 		assert.NotEmpty(t, pids, "Prune killed the processes of a group it must keep")
 	}

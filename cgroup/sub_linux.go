@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"slices"
@@ -18,11 +19,30 @@ import (
 // holds no process (the no-internal-process rule), so call it before
 // anything joins g, and from then on put processes only in sub-groups.
 // Equivalent to `echo "+memory +pids" > cgroup.subtree_control`.
+//
+// It also makes each sub-group, not g, the unit of an OOM kill: g's
+// memory.oom.group is cleared and Sub sets its children's, so running out
+// of g's memory kills the whole sub-group the OOM killer's victim is in
+// (the kernel takes the highest group with oom.group set up to the one
+// out of memory) and leaves the others running.
 func (g *Group) Delegate() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if d := g.v2Dir(); d != nil {
-		return enableSubtree(d.path)
+	d := g.v2Dir()
+	if d == nil {
+		return nil
+	}
+	if err := enableSubtree(d.path); err != nil {
+		return err
+	}
+	return writeIfExists(path.Join(d.path, "memory.oom.group"), "0")
+}
+
+// writeIfExists writes value to file p unless p does not exist (the
+// controller is not enabled there).
+func writeIfExists(p, value string) error {
+	if err := writeFile(p, value); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }
@@ -56,6 +76,9 @@ func (g *Group) Sub(name string) (_ *Group, retErr error) {
 		sub.dirs = append(sub.dirs, sd)
 	}
 	if d := sub.v2Dir(); d != nil {
+		if err := writeIfExists(path.Join(d.path, "memory.oom.group"), "1"); err != nil {
+			return nil, err
+		}
 		fd, err := unix.Open(d.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, &os.PathError{Op: "open", Path: d.path, Err: err}

@@ -1,0 +1,44 @@
+package jail
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestMain fails the package when its tests leave descriptors or
+// goroutines behind: every Cmd, session and cgroup handle of the API must
+// be released by the call that took it (Wait, Create, Remove...).
+func TestMain(m *testing.M) {
+	// The first os/exec makes the runtime open its poller fds, which stay:
+	// count after one.
+	_ = exec.Command("/bin/sh", "-c", "true").Run()
+	fds, goroutines := countFDs(), runtime.NumGoroutine()
+	code := m.Run()
+	if code == 0 {
+		// A session's reaper ends once the kernel has taken its PID 1:
+		// give the last ones a moment.
+		deadline := time.Now().Add(3 * time.Second)
+		for (countFDs() > fds || runtime.NumGoroutine() > goroutines) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if after := countFDs(); after > fds {
+			fmt.Fprintf(os.Stderr, "leaked fds: got %d open after the tests, want %d\n", after, fds)
+			code = 1
+		}
+		if after := runtime.NumGoroutine(); after > goroutines {
+			buf := make([]byte, 1<<20)
+			fmt.Fprintf(os.Stderr, "leaked goroutines: got %d after the tests, want %d\n%s\n", after, goroutines, buf[:runtime.Stack(buf, true)])
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func countFDs() int {
+	entries, _ := os.ReadDir("/proc/self/fd")
+	return len(entries)
+}
