@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if after := countFDs(); after > fds {
-			fmt.Fprintf(os.Stderr, "leaked fds: got %d open after the tests, want %d\n", after, fds)
+			fmt.Fprintf(os.Stderr, "leaked fds: got %d open after the tests, want %d:%s\n", after, fds, openFDs())
 			code = 1
 		}
 		if after := runtime.NumGoroutine(); after > goroutines {
@@ -41,4 +41,15 @@ func TestMain(m *testing.M) {
 func countFDs() int {
 	entries, _ := os.ReadDir("/proc/self/fd")
 	return len(entries)
+}
+
+// openFDs lists this process's descriptors and what they are.
+func openFDs() string {
+	entries, _ := os.ReadDir("/proc/self/fd")
+	var out string
+	for _, e := range entries {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		out += " " + e.Name() + "=" + target
+	}
+	return out
 }

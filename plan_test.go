@@ -272,6 +272,7 @@ func TestNewLaunch(t *testing.T) {
 			require.NoError(t, tc.spec.Validate())
 			l, err := newLaunch(&tc.spec, argv, tc.host)
 			require.NoError(t, err)
+			t.Cleanup(l.closeSources)
 			tc.check(t, l)
 			_, err = l.plan.Encode()
 			assert.NoError(t, err, "the plan must encode")

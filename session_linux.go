@@ -252,6 +252,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 		c.sessionInit.Close()
 		c.cg.Close()
 	}
+	c.child.Close()  // PID 1 has closed its end of the sync socket: it is on its own
 	c.child.Detach() // the session outlives this process; its exit is reaped here meanwhile
 	m.log().Info("session created", "id", st.ID, "pid", st.PID)
 	return &Session{m: m, id: st.ID, st: st}, nil
@@ -606,6 +607,7 @@ func (c *Cmd) joinSteps() []hostStep {
 	var files []*os.File
 	var lock *os.File
 	var st *sessionState
+	var dir string
 	pidfd := -1
 	closeJoin := func() {
 		closeAll(files)
@@ -616,7 +618,7 @@ func (c *Cmd) joinSteps() []hostStep {
 	}
 	return []hostStep{
 		{name: "session", do: func() (err error) {
-			if _, st, lock, err = s.lock(unix.LOCK_SH); err != nil {
+			if dir, st, lock, err = s.lock(unix.LOCK_SH); err != nil {
 				return err
 			}
 			if st.Paused {
@@ -643,7 +645,7 @@ func (c *Cmd) joinSteps() []hostStep {
 			return err
 		}, undo: c.destroyCgroup},
 		{name: "session control", do: func() error {
-			ctl, err := dialControl(filepath.Join(filepath.Dir(lock.Name()), "ctl.sock"))
+			ctl, err := dialControl(filepath.Join(dir, "ctl.sock"))
 			c.ctl = ctl
 			return err
 		}, undo: func() { c.ctl.Close() }},
