@@ -745,8 +745,11 @@ func (c *Cmd) Wait() error {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 			r.CPUUserMS = time.Duration(ru.Utime.Nano()).Milliseconds()
 			r.CPUSystemMS = time.Duration(ru.Stime.Nano()).Milliseconds()
-			r.MaxRSSBytes = ru.Maxrss * 1024
 		}
+	}
+	if c.exited != nil && c.exited.Index > 0 {
+		// Not the stage's own rusage: see nsexec.Msg.Index.
+		r.MaxRSSBytes = int64(c.exited.Index) * 1024
 	}
 	oomKilled := false
 	if c.cg != nil {

@@ -64,7 +64,8 @@ type Result struct {
 	CPUUserMS   int64 `json:"cpu_user_ms"`
 	CPUSystemMS int64 `json:"cpu_system_ms"`
 	// MaxRSSBytes is the largest resident set of any single process of
-	// the jail.
+	// the jail but its PID 1 (jail's own stage): of the command and of
+	// every process it started. 0 when PID 1 could not report it.
 	MaxRSSBytes int64 `json:"max_rss_bytes"`
 	// Output is "captured" when Stdout and Stderr hold the output,
 	// "streamed" when it went to the caller's descriptors.

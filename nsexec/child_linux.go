@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"sync"
 	"syscall"
@@ -26,10 +25,13 @@ type Config struct {
 	// cgroup "tasks" files, the host sources, the extra descriptors of the
 	// role ([ExtraFD]).
 	Files []*os.File
-	// Stdin, Stdout and Stderr are as in [exec.Cmd].
+	// Stdin, Stdout and Stderr are as in [os/exec.Cmd]: nil is /dev/null,
+	// an *os.File is passed as it is, anything else through a pipe.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// SysProcAttr is as in [exec.Cmd]; Start adds Pdeathsig.
+	// SysProcAttr holds the namespaces (Cloneflags), the id maps, the
+	// cgroup (UseCgroupFD), the credentials and ambient capabilities of
+	// the stage; Start adds Pdeathsig and refuses the other fields.
 	SysProcAttr *syscall.SysProcAttr
 	// Detachable keeps the stage from being reaped until [Child.Detach]
 	// or [Child.Wait]: a session's PID 1, which outlives the thread that
@@ -41,7 +43,8 @@ type Config struct {
 // (open until the process is sent) and the sync socket. Start, Wait and
 // the messages are shared by one-shot runs, sessions and joins.
 type Child struct {
-	cmd     *exec.Cmd
+	proc    *os.Process
+	state   *os.ProcessState
 	sync    *os.File
 	planW   *os.File
 	waitc   chan error
@@ -56,11 +59,24 @@ type Child struct {
 // stays locked until the stage is reaped: Pdeathsig fires when the thread
 // that forked the child exits (go.dev/issue/27505). It writes the jail
 // plan and returns; the caller reads READY with [Child.Recv].
+//
+// The stage is spawned by spawn.c, sharing this process's memory until its
+// exec (os/exec would copy all of it: it cannot vfork a child that gets a
+// user namespace), or by [syscall.StartProcess] where spawn.c has no
+// trampoline for the architecture.
 func Start(cfg Config) (_ *Child, retErr error) {
 	path := cfg.Path
 	if path == "" {
 		path = "/proc/self/exe"
 	}
+	attr := cfg.SysProcAttr
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	if err := checkAttr(attr); err != nil {
+		return nil, err
+	}
+	attr.Pdeathsig = syscall.SIGKILL
 	planR, planW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("plan pipe: %w", err)
@@ -83,27 +99,25 @@ func Start(cfg Config) (_ *Child, retErr error) {
 			syncF.Close()
 		}
 	}()
-	attr := cfg.SysProcAttr
-	if attr == nil {
-		attr = &syscall.SysProcAttr{}
+	stdio, err := newStdio(cfg.Stdin, cfg.Stdout, cfg.Stderr)
+	if err != nil {
+		return nil, err
 	}
-	attr.Pdeathsig = syscall.SIGKILL
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        []string{cfg.Arg0},
-		Env:         []string{}, // the stage builds the process's environment from the plan
-		ExtraFiles:  append([]*os.File{planR, childSync}, cfg.Files...),
-		Stdin:       cfg.Stdin,
-		Stdout:      cfg.Stdout,
-		Stderr:      cfg.Stderr,
-		SysProcAttr: attr,
-	}
-	c := &Child{cmd: cmd, sync: syncF, planW: planW, waitc: make(chan error, 1), release: make(chan struct{})}
+	files := append(stdio.child[:], planR, childSync)
+	files = append(files, cfg.Files...)
+	c := &Child{sync: syncF, planW: planW, waitc: make(chan error, 1), release: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
+		pid, pidfd, err := spawn(path, cfg.Arg0, files, attr)
+		if err == nil {
+			c.proc, err = os.FindProcess(pid)
+		}
+		if err != nil {
+			if pidfd != nil {
+				pidfd.Close()
+			}
 			started <- err
 			return
 		}
@@ -111,11 +125,17 @@ func Start(cfg Config) (_ *Child, retErr error) {
 		if cfg.Detachable {
 			<-c.release
 			runtime.UnlockOSThread()
-			waitExit(cmd.Process.Pid)
+			waitExit(pidfd)
 		}
-		c.waitc <- cmd.Wait()
+		if pidfd != nil {
+			pidfd.Close()
+		}
+		c.state, err = c.proc.Wait()
+		c.waitc <- stdio.wait(err)
 	}()
-	if err := <-started; err != nil {
+	err = <-started
+	stdio.started(err)
+	if err != nil {
 		return nil, err
 	}
 	// A write error means the child died; its report or EOF follows.
@@ -124,16 +144,16 @@ func Start(cfg Config) (_ *Child, retErr error) {
 }
 
 // Pid returns the stage's pid in this process's PID namespace.
-func (c *Child) Pid() int { return c.cmd.Process.Pid }
+func (c *Child) Pid() int { return c.proc.Pid }
 
 // Signal sends sig to the stage (through its pidfd: never a recycled pid).
-func (c *Child) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
+func (c *Child) Signal(sig os.Signal) error { return c.proc.Signal(sig) }
 
 // ProcessState is the stage's state once Wait returned.
-func (c *Child) ProcessState() *os.ProcessState { return c.cmd.ProcessState }
+func (c *Child) ProcessState() *os.ProcessState { return c.state }
 
-// Wait waits for the stage to exit and for os/exec's copying of its output
-// to end; it may be called more than once.
+// Wait waits for the stage to exit and for the copying of its output to
+// end; it may be called more than once.
 func (c *Child) Wait() error {
 	c.Detach()
 	if c.waitc != nil {
@@ -148,16 +168,13 @@ func (c *Child) Wait() error {
 func (c *Child) Detach() { c.releaseOnce.Do(func() { close(c.release) }) }
 
 // waitExit waits, in the runtime's poller rather than in a blocked
-// thread, until process pid (a child of ours) has exited: its pidfd polls
-// readable then.
-func waitExit(pid int) {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return // gone already, or no pidfd: Wait blocks instead
+// thread, until the process behind pidfd (a child of ours) has exited: a
+// pidfd polls readable then.
+func waitExit(pidfd *os.File) {
+	if pidfd == nil {
+		return // no pidfd: Wait blocks instead
 	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	defer f.Close()
-	rc, err := f.SyscallConn()
+	rc, err := pidfd.SyscallConn()
 	if err != nil {
 		return
 	}

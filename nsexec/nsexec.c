@@ -19,6 +19,8 @@
  */
 #include "stage.h"
 
+static int32_t reaped_maxrss(const struct plan *p);
+
 /* ---- the sync socket ---- */
 
 int send_msg_ex(uint32_t type, int32_t err, int32_t status, int32_t index, const char *step, int32_t pid,
@@ -163,10 +165,26 @@ int reap_workload(struct plan *p)
 			if (r == pid) {
 				if (fds[2].fd >= 0) serve_notifications(p, lfd, pid, 1);
 				drain_listener();
-				send_msg_ex(MSG_EXITED, 0, status, -1, NULL, 0, seccomp_event_count());
+				send_msg_ex(MSG_EXITED, 0, status, reaped_maxrss(p), NULL, 0, seccomp_event_count());
 				_exit(0);
 			}
 	}
+}
+
+/* reaped_maxrss returns the largest resident set, in KiB, of the processes
+ * this one reaped; for a run, once it has ended and reaped the rest of the
+ * jail (which its exit would kill anyway). Its own rusage does not do: the
+ * spawn that exec'd it shared the parent's memory, whose high-water mark
+ * the exec recorded as ours. -1: unknown. */
+static int32_t reaped_maxrss(const struct plan *p)
+{
+	struct rusage ru;
+	if (whole_jail(p)) {
+		kill(-1, SIGKILL);
+		while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR) {}
+	}
+	if (getrusage(RUSAGE_CHILDREN, &ru) < 0 || ru.ru_maxrss > INT32_MAX) return -1;
+	return (int32_t)ru.ru_maxrss;
 }
 
 /* join_cgroup moves this process, still single-threaded, into the run's

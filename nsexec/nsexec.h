@@ -118,7 +118,8 @@ struct sync_msg {
 	uint32_t type;
 	int32_t err;    /* errno, for the error messages */
 	int32_t status; /* wait status for MSG_EXITED; the workload's pid for MSG_STARTED */
-	int32_t index;  /* mount op index for a failed "mount plan" step, else -1; audit arch for MSG_SECCOMP */
+	int32_t index;  /* mount op index for a failed "mount plan" step, else -1; audit arch for MSG_SECCOMP;
+			 * MSG_EXITED: the largest resident set (KiB) of the processes reaped, -1 unknown */
 	char step[40];
 	int32_t pid; /* MSG_SECCOMP: the calling thread */
 	int32_t aux; /* MSG_SECCOMP: SECCOMP_EV_*; MSG_EXITED: number of seccomp events */

@@ -86,7 +86,10 @@ type Msg struct {
 	// the child's PID namespace for MsgStarted.
 	Status int32
 	// Index is the failed mount op's index for the "mount plan" and
-	// "open mount sources" steps, else -1.
+	// "open mount sources" steps, else -1. For MsgExited it is the
+	// largest resident set, in KiB, of the processes the stage reaped: the
+	// workload and, in a run, every other process of the jail (-1:
+	// unknown). The stage's own is not among them.
 	Index int32
 	// Step names the step that failed.
 	Step string

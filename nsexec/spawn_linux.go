@@ -1,0 +1,266 @@
+package nsexec
+
+/*
+#include <stdlib.h>
+#include "spawn.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// useSpawn is false where spawn.c has no clone3 trampoline for the
+// architecture; tests turn it off to check the fallback.
+var useSpawn = C.jail_spawn_supported != 0
+
+// checkAttr refuses the fields of attr that neither spawn path carries out
+// the same way.
+func checkAttr(a *syscall.SysProcAttr) error {
+	switch {
+	case a.Chroot != "", a.Setsid, a.Setpgid, a.Setctty, a.Noctty, a.Foreground, a.Unshareflags != 0,
+		a.PidFD != nil, a.Ptrace:
+		return errors.New("nsexec: unsupported SysProcAttr field")
+	case a.Credential != nil && len(a.Credential.Groups) > 0:
+		return errors.New("nsexec: supplementary groups are not supported")
+	case (len(a.UidMappings) > 0 || len(a.GidMappings) > 0) && a.Cloneflags&unix.CLONE_NEWUSER == 0:
+		return errors.New("nsexec: id maps without CLONE_NEWUSER")
+	}
+	for _, c := range a.AmbientCaps {
+		if c >= 64 {
+			return fmt.Errorf("nsexec: ambient capability %d out of range", c)
+		}
+	}
+	return nil
+}
+
+// spawn starts path as argv0 with files as its descriptors 0, 1, ... and
+// returns its pid and, when the kernel gave one, its pidfd (nonblocking).
+// Called on a locked thread: that thread is the child's parent for Pdeathsig.
+func spawn(path, argv0 string, files []*os.File, attr *syscall.SysProcAttr) (int, *os.File, error) {
+	if !useSpawn {
+		fds := make([]uintptr, len(files))
+		for i, f := range files {
+			fds[i] = f.Fd()
+		}
+		pid, _, err := syscall.StartProcess(path, []string{argv0}, &syscall.ProcAttr{Env: []string{}, Files: fds, Sys: attr})
+		if err != nil {
+			return 0, nil, &os.PathError{Op: "fork/exec", Path: path, Err: err}
+		}
+		return pid, nil, nil
+	}
+	var r C.struct_spawn_req
+	var allocs []unsafe.Pointer
+	cstr := func(s string) *C.char {
+		p := C.CString(s)
+		allocs = append(allocs, unsafe.Pointer(p))
+		return p
+	}
+	defer func() {
+		for _, p := range allocs {
+			C.free(p)
+		}
+	}()
+	r.path = cstr(path)
+	argv := (*[2]*C.char)(C.calloc(2, C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+	allocs = append(allocs, unsafe.Pointer(argv))
+	argv[0] = cstr(argv0)
+	r.argv = &argv[0]
+	r.envp = &argv[1] // empty: the stage builds the process's environment from the plan
+	fds := (*[1 << 16]C.int)(C.calloc(C.size_t(len(files)+1), C.size_t(unsafe.Sizeof(C.int(0)))))[:len(files):len(files)]
+	allocs = append(allocs, unsafe.Pointer(&fds[:1][0]))
+	for i, f := range files {
+		fds[i] = C.int(f.Fd())
+	}
+	if len(files) > 0 {
+		r.fds = &fds[0]
+	}
+	r.nfds = C.int(len(files))
+	r.clone_flags = C.uint64_t(attr.Cloneflags)
+	r.cgroup_fd = -1
+	if attr.UseCgroupFD {
+		r.cgroup_fd = C.int(attr.CgroupFD)
+	}
+	if len(attr.UidMappings) > 0 {
+		r.uid_map = cstr(idMap(attr.UidMappings))
+	}
+	if len(attr.GidMappings) > 0 {
+		r.gid_map = cstr(idMap(attr.GidMappings))
+	}
+	if attr.GidMappingsEnableSetgroups {
+		r.setgroups_allow = 1
+	}
+	if cred := attr.Credential; cred != nil {
+		r.set_cred = 1
+		r.uid, r.gid = C.uid_t(cred.Uid), C.gid_t(cred.Gid)
+		// As os/exec: no setgroups where the gid map denies it.
+		if cred.NoSetGroups || (len(attr.GidMappings) > 0 && !attr.GidMappingsEnableSetgroups) {
+			r.no_setgroups = 1
+		}
+	}
+	for _, c := range attr.AmbientCaps {
+		r.ambient |= 1 << c
+	}
+	r.pdeathsig = C.int(attr.Pdeathsig)
+	var pidfd, childErr C.int
+	ret := C.jail_spawn(&r, &pidfd, &childErr)
+	// The files must stay open until the child has its copies.
+	runtime.KeepAlive(files)
+	if ret < 0 {
+		errno := syscall.Errno(-ret)
+		if childErr != 0 {
+			return 0, nil, &os.PathError{Op: "fork/exec", Path: path, Err: errno}
+		}
+		return 0, nil, os.NewSyscallError("spawn", errno)
+	}
+	if err := unix.SetNonblock(int(pidfd), true); err != nil {
+		unix.Close(int(pidfd))
+		return int(ret), nil, nil
+	}
+	return int(ret), os.NewFile(uintptr(pidfd), "pidfd"), nil
+}
+
+// idMap formats an id map as /proc/PID/uid_map takes it.
+func idMap(m []syscall.SysProcIDMap) string {
+	var b strings.Builder
+	for _, e := range m {
+		b.WriteString(strconv.Itoa(e.ContainerID) + " " + strconv.Itoa(e.HostID) + " " + strconv.Itoa(e.Size) + "\n")
+	}
+	return b.String()
+}
+
+// stdio gives the child descriptors 0, 1 and 2 as os/exec does: nil is
+// /dev/null, an *os.File is passed as it is, any other reader or writer
+// gets a pipe that a goroutine copies.
+type stdio struct {
+	child [3]*os.File
+	// closeAfterStart are the child's ends, ours to close once it has
+	// its copies; copiers run once it started.
+	closeAfterStart []*os.File
+	// closeIfFailed are our ends of the pipes.
+	closeIfFailed []*os.File
+	copiers       []func() error
+	errc          chan error
+}
+
+func newStdio(stdin io.Reader, stdout, stderr io.Writer) (_ *stdio, retErr error) {
+	s := &stdio{}
+	defer func() {
+		if retErr != nil {
+			s.started(retErr)
+		}
+	}()
+	switch r := stdin.(type) {
+	case nil:
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, err
+		}
+		s.child[0] = f
+		s.closeAfterStart = append(s.closeAfterStart, f)
+	case *os.File:
+		s.child[0] = r
+	default:
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		s.child[0] = pr
+		s.closeAfterStart = append(s.closeAfterStart, pr)
+		s.closeIfFailed = append(s.closeIfFailed, pw)
+		s.copiers = append(s.copiers, func() error {
+			_, err := io.Copy(pw, r)
+			if cerr := pw.Close(); err == nil {
+				err = cerr
+			}
+			if errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) {
+				err = nil // the child need not read all of its input
+			}
+			return err
+		})
+	}
+	for i, w := range []io.Writer{stdout, stderr} {
+		fd := i + 1
+		if i == 1 && interfaceEqual(stderr, stdout) {
+			s.child[2] = s.child[1]
+			continue
+		}
+		switch w := w.(type) {
+		case nil:
+			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				return nil, err
+			}
+			s.child[fd] = f
+			s.closeAfterStart = append(s.closeAfterStart, f)
+		case *os.File:
+			s.child[fd] = w
+		default:
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				return nil, err
+			}
+			s.child[fd] = pw
+			s.closeAfterStart = append(s.closeAfterStart, pw)
+			s.closeIfFailed = append(s.closeIfFailed, pr)
+			s.copiers = append(s.copiers, func() error {
+				_, err := io.Copy(w, pr)
+				pr.Close()
+				return err
+			})
+		}
+	}
+	return s, nil
+}
+
+// interfaceEqual is a == b, false where the types are not comparable.
+func interfaceEqual(a, b any) (eq bool) {
+	defer func() { _ = recover() }()
+	return a == b
+}
+
+// started closes the child's ends and, if the child started, runs the
+// copiers.
+func (s *stdio) started(err error) {
+	for _, f := range s.closeAfterStart {
+		f.Close()
+	}
+	s.closeAfterStart = nil
+	if err != nil {
+		for _, f := range s.closeIfFailed {
+			f.Close()
+		}
+		s.copiers = nil
+		return
+	}
+	s.errc = make(chan error, len(s.copiers))
+	for _, fn := range s.copiers {
+		go func() { s.errc <- fn() }()
+	}
+}
+
+// wait waits for the copiers, once the child exited with waitErr; it
+// returns the first error.
+func (s *stdio) wait(waitErr error) error {
+	err := waitErr
+	for range s.copiers {
+		if cerr := <-s.errc; err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// nofileAtStart is RLIMIT_NOFILE's soft limit before the Go runtime raised
+// it, for the tests.
+func nofileAtStart() uint64 { return uint64(C.jail_nofile_at_start.rlim_cur) }
