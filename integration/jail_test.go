@@ -366,6 +366,21 @@ func TestProcessesGoneAfterExit(t *testing.T) {
 	requireGone(t, "sleep 97532")
 }
 
+// TestMaxRSS checks max_rss_bytes describes the jail's processes: not the
+// CLI (about 8 MiB resident, whose memory the spawn shares until the exec)
+// nor the stage, and that it counts a process still running when the
+// command ends, which PID 1 kills and reaps before it reports.
+func TestMaxRSS(t *testing.T) {
+	res, _ := runJSON(t, "--", "/bin/true")
+	assert.Greater(t, res.MaxRSSBytes, int64(0))
+	assert.Less(t, res.MaxRSSBytes, int64(4<<20), "/bin/true's own resident set, not the CLI's")
+
+	res, _ = runJSON(t, "--", "sh", "-c", `python3 -c "b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(30)" >/dev/null 2>&1 & sleep 1`)
+	assert.Equal(t, jail.StatusExited, res.Status)
+	assert.GreaterOrEqual(t, res.MaxRSSBytes, int64(48<<20), "the background process killed at the end")
+	assert.Less(t, res.WallTimeMS, int64(10_000))
+}
+
 func TestTimeoutKillsEverything(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
