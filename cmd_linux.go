@@ -527,8 +527,8 @@ func (c *Cmd) childError(m nsexec.Msg) error {
 // deathError explains a child stage that ended without a report.
 func (c *Cmd) deathError(when string, err error) error {
 	state := "exited"
-	if ps := c.child.ProcessState(); ps != nil {
-		state = ps.String()
+	if es := c.child.ExitState(); es != nil {
+		state = es.String()
 	}
 	return fmt.Errorf("jail init ended %s (%s): %w", when, state, err)
 }
@@ -741,11 +741,9 @@ func (c *Cmd) Wait() error {
 		end = time.Now()
 	}
 	r.WallTimeMS = end.Sub(c.begin).Milliseconds()
-	if ps := c.child.ProcessState(); ps != nil {
-		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			r.CPUUserMS = time.Duration(ru.Utime.Nano()).Milliseconds()
-			r.CPUSystemMS = time.Duration(ru.Stime.Nano()).Milliseconds()
-		}
+	if es := c.child.ExitState(); es != nil {
+		r.CPUUserMS = time.Duration(es.Rusage.Utime.Nano()).Milliseconds()
+		r.CPUSystemMS = time.Duration(es.Rusage.Stime.Nano()).Milliseconds()
 	}
 	if c.exited != nil && c.exited.Index > 0 {
 		// Not the stage's own rusage: see nsexec.Msg.Index.

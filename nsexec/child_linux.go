@@ -1,10 +1,12 @@
 package nsexec
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -43,8 +45,9 @@ type Config struct {
 // (open until the process is sent) and the sync socket. Start, Wait and
 // the messages are shared by one-shot runs, sessions and joins.
 type Child struct {
-	proc    *os.Process
-	state   *os.ProcessState
+	pid   int
+	pidfd *os.File // nonblocking; closed once the stage is reaped
+	state *ExitState
 	sync    *os.File
 	planW   *os.File
 	waitc   chan error
@@ -111,26 +114,19 @@ func Start(cfg Config) (_ *Child, retErr error) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		pid, pidfd, err := spawn(path, cfg.Arg0, files, attr)
-		if err == nil {
-			c.proc, err = os.FindProcess(pid)
-		}
 		if err != nil {
-			if pidfd != nil {
-				pidfd.Close()
-			}
 			started <- err
 			return
 		}
+		c.pid, c.pidfd = pid, pidfd
 		started <- nil
 		if cfg.Detachable {
 			<-c.release
 			runtime.UnlockOSThread()
 			waitExit(pidfd)
 		}
-		if pidfd != nil {
-			pidfd.Close()
-		}
-		c.state, err = c.proc.Wait()
+		c.state, err = wait4(pid)
+		pidfd.Close() // a Signal from now on gets os.ErrClosed, never another process
 		c.waitc <- stdio.wait(err)
 	}()
 	err = <-started
@@ -144,13 +140,60 @@ func Start(cfg Config) (_ *Child, retErr error) {
 }
 
 // Pid returns the stage's pid in this process's PID namespace.
-func (c *Child) Pid() int { return c.proc.Pid }
+func (c *Child) Pid() int { return c.pid }
 
 // Signal sends sig to the stage (through its pidfd: never a recycled pid).
-func (c *Child) Signal(sig os.Signal) error { return c.proc.Signal(sig) }
+func (c *Child) Signal(sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return errors.New("nsexec: unsupported signal")
+	}
+	rc, err := c.pidfd.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if cerr := rc.Control(func(fd uintptr) { err = unix.PidfdSendSignal(int(fd), s, nil, 0) }); cerr != nil {
+		return cerr
+	}
+	return err
+}
 
-// ProcessState is the stage's state once Wait returned.
-func (c *Child) ProcessState() *os.ProcessState { return c.state }
+// ExitState is how the stage ended, once Wait returned; else nil.
+func (c *Child) ExitState() *ExitState { return c.state }
+
+// ExitState is a reaped process's wait status and resource usage.
+type ExitState struct {
+	Status syscall.WaitStatus
+	Rusage syscall.Rusage
+}
+
+// String describes the status as os.ProcessState does: "exit status 1",
+// "signal: killed".
+func (s *ExitState) String() string {
+	switch {
+	case s.Status.Exited():
+		return "exit status " + strconv.Itoa(s.Status.ExitStatus())
+	case s.Status.Signaled():
+		return "signal: " + s.Status.Signal().String()
+	}
+	return "wait status " + strconv.Itoa(int(s.Status))
+}
+
+// wait4 reaps pid, a child of ours: until it is reaped its pid cannot be
+// reused, so waiting by pid is exact.
+func wait4(pid int) (*ExitState, error) {
+	var s ExitState
+	for {
+		_, err := syscall.Wait4(pid, &s.Status, 0, &s.Rusage)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, os.NewSyscallError("wait4", err)
+		}
+		return &s, nil
+	}
+}
 
 // Wait waits for the stage to exit and for the copying of its output to
 // end; it may be called more than once.
@@ -171,9 +214,6 @@ func (c *Child) Detach() { c.releaseOnce.Do(func() { close(c.release) }) }
 // thread, until the process behind pidfd (a child of ours) has exited: a
 // pidfd polls readable then.
 func waitExit(pidfd *os.File) {
-	if pidfd == nil {
-		return // no pidfd: Wait blocks instead
-	}
 	rc, err := pidfd.SyscallConn()
 	if err != nil {
 		return

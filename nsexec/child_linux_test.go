@@ -66,7 +66,7 @@ ulimit -Sn
 		c.ClosePlan()
 		require.NoError(t, c.Wait())
 		c.Close()
-		assert.True(t, c.ProcessState().Success(), "stderr: %s", errOut.String())
+		assert.Equal(t, "exit status 0", c.ExitState().String(), "stderr: %s", errOut.String())
 		lines := strings.Split(out.String(), "\n")
 		require.GreaterOrEqual(t, len(lines), 10, out.String())
 		assert.Equal(t, "the-plan", lines[0])

@@ -45,7 +45,7 @@ func checkAttr(a *syscall.SysProcAttr) error {
 }
 
 // spawn starts path as argv0 with files as its descriptors 0, 1, ... and
-// returns its pid and, when the kernel gave one, its pidfd (nonblocking).
+// returns its pid and its pidfd.
 // Called on a locked thread: that thread is the child's parent for Pdeathsig.
 func spawn(path, argv0 string, files []*os.File, attr *syscall.SysProcAttr) (int, *os.File, error) {
 	if !useSpawn {
@@ -57,7 +57,13 @@ func spawn(path, argv0 string, files []*os.File, attr *syscall.SysProcAttr) (int
 		if err != nil {
 			return 0, nil, &os.PathError{Op: "fork/exec", Path: path, Err: err}
 		}
-		return pid, nil, nil
+		fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK) // our child, not yet reaped: exact
+		if err != nil {
+			unix.Kill(pid, unix.SIGKILL)
+			unix.Wait4(pid, nil, 0, nil)
+			return 0, nil, os.NewSyscallError("pidfd_open", err)
+		}
+		return pid, os.NewFile(uintptr(fd), "pidfd"), nil
 	}
 	var r C.struct_spawn_req
 	var allocs []unsafe.Pointer
@@ -123,10 +129,9 @@ func spawn(path, argv0 string, files []*os.File, attr *syscall.SysProcAttr) (int
 		}
 		return 0, nil, os.NewSyscallError("spawn", errno)
 	}
-	if err := unix.SetNonblock(int(pidfd), true); err != nil {
-		unix.Close(int(pidfd))
-		return int(ret), nil, nil
-	}
+	// Nonblocking, so that waitExit waits in the poller; should this fail,
+	// it returns at once and wait4 blocks a thread instead.
+	_ = unix.SetNonblock(int(pidfd), true)
 	return int(ret), os.NewFile(uintptr(pidfd), "pidfd"), nil
 }
 
