@@ -179,7 +179,13 @@ static int child(void *arg)
 	}
 	if (r->pdeathsig) {
 		if ((e = raw2(SYS_prctl, PR_SET_PDEATHSIG, r->pdeathsig)) < 0) goto fail;
-		if (raw0(SYS_getppid) != c->ppid) raw2(SYS_kill, raw0(SYS_getpid), r->pdeathsig);
+		/* A parent that died before that is seen here, unless we are in a
+		 * new PID namespace, where getppid is 0: then the stage sees it as
+		 * EOF on the sync socket. */
+		if (!(r->clone_flags & CLONE_NEWPID) && raw0(SYS_getppid) != c->ppid) {
+			e = -ESRCH;
+			goto fail;
+		}
 	}
 	/* The fd layout, as os/exec does it: first move every source that a
 	 * lower target would overwrite above all of them, then dup each into
