@@ -45,9 +45,9 @@ type Config struct {
 // (open until the process is sent) and the sync socket. Start, Wait and
 // the messages are shared by one-shot runs, sessions and joins.
 type Child struct {
-	pid   int
-	pidfd *os.File // nonblocking; closed once the stage is reaped
-	state *ExitState
+	pid     int
+	pidfd   *os.File // nonblocking; closed once the stage is reaped
+	state   *ExitState
 	sync    *os.File
 	planW   *os.File
 	waitc   chan error
