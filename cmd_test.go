@@ -2,13 +2,16 @@ package jail
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -424,4 +427,40 @@ func TestLandlockRulesFollowNoSymlink(t *testing.T) {
 	require.ErrorAs(t, err, &ie, "refused at set-up, got %v", err)
 	assert.Equal(t, "landlock", ie.Step)
 	assert.ErrorIs(t, err, syscall.ELOOP)
+}
+
+// TestStageExecutable runs a jail with each stage executable: the one
+// nsexec embeds (from a sealed memfd, where the architecture has one) and
+// this program re-executed, whose nsexec constructor is the same stage.
+// Neither can be written through /proc/PID/exe.
+func TestStageExecutable(t *testing.T) {
+	requireJail(t)
+	for _, helper := range []string{"", "/proc/self/exe"} {
+		t.Run("helper="+helper, func(t *testing.T) {
+			var out bytes.Buffer
+			c := Command(context.Background(), Spec{}, "sh", "-c", "cat /proc/1/comm; read x")
+			c.HelperPath = helper
+			c.Stdout = &out
+			pr, pw, err := os.Pipe()
+			require.NoError(t, err)
+			defer pr.Close()
+			c.Stdin = pr
+			require.NoError(t, c.Start())
+			exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", c.child.Pid()))
+			require.NoError(t, err)
+			if helper == "" && runtime.GOARCH == "amd64" {
+				assert.Equal(t, "/memfd:jail-stage (deleted)", exe)
+			} else {
+				self, err := os.Executable()
+				require.NoError(t, err)
+				assert.Equal(t, self, exe)
+			}
+			_, err = os.OpenFile(fmt.Sprintf("/proc/%d/exe", c.child.Pid()), os.O_WRONLY, 0)
+			assert.Error(t, err, "the stage's executable opened for writing")
+			pw.Close()
+			require.NoError(t, c.Wait())
+			assert.Equal(t, StatusExited, c.Result.Status)
+			assert.Equal(t, "jail:init\n", out.String())
+		})
+	}
 }

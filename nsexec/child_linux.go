@@ -17,7 +17,9 @@ import (
 // descriptors it inherits, in the layout protocol.go documents.
 type Config struct {
 	// Path is the executable re-executed as the stage; it must link this
-	// package. Empty means /proc/self/exe.
+	// package. Empty means the stage embedded in this package (stage/,
+	// started from a sealed memfd) where there is one for the
+	// architecture, else /proc/self/exe.
 	Path string
 	// Arg0 selects the role: [InitArg0] or [ExecArg0].
 	Arg0 string
@@ -68,9 +70,10 @@ type Child struct {
 // user namespace), or by [syscall.StartProcess] where spawn.c has no
 // trampoline for the architecture.
 func Start(cfg Config) (_ *Child, retErr error) {
-	path := cfg.Path
+	path, exe := cfg.Path, (*os.File)(nil)
 	if path == "" {
 		path = "/proc/self/exe"
+		exe = embeddedStage()
 	}
 	attr := cfg.SysProcAttr
 	if attr == nil {
@@ -113,11 +116,14 @@ func Start(cfg Config) (_ *Child, retErr error) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		pid, pidfd, err := spawn(path, cfg.Arg0, files, attr)
+		pid, pidfd, err := spawn(path, exe, cfg.Arg0, files, attr)
 		if err != nil {
 			started <- err
 			return
 		}
+		// The copiers start before anything waits for them (stdio.wait
+		// below may come at once: the stage can die at any time).
+		stdio.started(nil)
 		c.pid, c.pidfd = pid, pidfd
 		started <- nil
 		if cfg.Detachable {
@@ -129,9 +135,8 @@ func Start(cfg Config) (_ *Child, retErr error) {
 		pidfd.Close() // a Signal from now on gets os.ErrClosed, never another process
 		c.waitc <- stdio.wait(err)
 	}()
-	err = <-started
-	stdio.started(err)
-	if err != nil {
+	if err := <-started; err != nil {
+		stdio.started(err)
 		return nil, err
 	}
 	// A write error means the child died; its report or EOF follows.

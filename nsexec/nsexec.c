@@ -376,13 +376,23 @@ static int stage_main(const char *name, int (*run)(struct plan *, const char **)
 	return 1;
 }
 
-/* nsexec runs before main (and before the Go runtime) in every binary that
- * links this package; it does nothing unless argv[0] is "jail:init" or
- * "jail:exec". glibc passes (argc, argv, envp) to constructors. */
-__attribute__((constructor)) static void nsexec(int argc, char **argv, char **envp)
+/* jail_stage_main runs the stage, and never returns, when argv[0] names
+ * a role ("jail:init" or "jail:exec"); else it returns at once. */
+void jail_stage_main(int argc, char **argv)
 {
-	(void)envp;
 	if (argc < 1 || argv == NULL || argv[0] == NULL) return;
 	if (strcmp(argv[0], INIT_ARG0) == 0) _exit(stage_main("jail:init", run_init));
 	if (strcmp(argv[0], EXEC_ARG0) == 0) _exit(stage_main("jail:exec", run_join));
 }
+
+#ifndef JAIL_STAGE_MAIN
+/* nsexec runs before main (and before the Go runtime) in every binary that
+ * links this package. glibc passes (argc, argv, envp) to constructors;
+ * the standalone stage (stage/, musl, which does not) calls
+ * jail_stage_main from its main instead. */
+__attribute__((constructor)) static void nsexec(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	jail_stage_main(argc, argv);
+}
+#endif

@@ -213,7 +213,8 @@ static int child(void *arg)
 		uint64_t none = 0;
 		if ((e = raw4(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none)) < 0) goto fail;
 	}
-	e = raw3(SYS_execve, r->path, r->argv, r->envp);
+	if (r->exec_fd >= 0) e = raw6(SYS_execveat, r->exec_fd, (long)"", (long)r->argv, (long)r->envp, AT_EMPTY_PATH, 0);
+	else e = raw3(SYS_execve, r->path, r->argv, r->envp);
 fail: {
 	int err = (int)-e;
 	raw3(SYS_write, errfd, &err, sizeof err);

@@ -12,6 +12,7 @@
 
 struct spawn_req {
 	const char *path;
+	int exec_fd; /* >= 0: execveat(exec_fd, "", AT_EMPTY_PATH) instead of path */
 	char *const *argv;
 	char *const *envp;
 	/* fds[i] becomes descriptor i of the child; the rest of the child's

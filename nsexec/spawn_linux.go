@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -44,10 +45,46 @@ func checkAttr(a *syscall.SysProcAttr) error {
 	return nil
 }
 
-// spawn starts path as argv0 with files as its descriptors 0, 1, ... and
-// returns its pid and its pidfd.
-// Called on a locked thread: that thread is the child's parent for Pdeathsig.
-func spawn(path, argv0 string, files []*os.File, attr *syscall.SysProcAttr) (int, *os.File, error) {
+// embeddedStage returns a sealed memfd holding stageELF, made once per
+// process, or nil where none is embedded or the memfd failed (then Start
+// re-executes the program). The seals make it immutable: a process of the
+// jail that reaches it through /proc/PID/exe can neither write it nor
+// shrink it (CVE-2019-5736); it is close-on-exec, so nothing inherits it.
+var embeddedStage = sync.OnceValue(func() *os.File {
+	if len(stageELF) == 0 {
+		return nil
+	}
+	const mfdExec = 0x10 // MFD_EXEC, Linux 6.3: executable even where vm.memfd_noexec asks otherwise
+	fd, err := unix.MemfdCreate("jail-stage", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|mfdExec)
+	if err == unix.EINVAL {
+		fd, err = unix.MemfdCreate("jail-stage", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), "jail-stage")
+	const sealExec = 0x20 // F_SEAL_EXEC, Linux 6.3: the mode cannot change either
+	if _, err := f.Write(stageELF); err != nil {
+		f.Close()
+		return nil
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|sealExec|unix.F_SEAL_SEAL); err != nil {
+		if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL); err != nil {
+			f.Close()
+			return nil
+		}
+	}
+	return f
+})
+
+// spawn starts path (or, with exe set, the executable open at exe) as
+// argv0 with files as its descriptors 0, 1, ... and returns its pid and
+// its pidfd. Called on a locked thread: that thread is the child's parent
+// for Pdeathsig.
+func spawn(path string, exe *os.File, argv0 string, files []*os.File, attr *syscall.SysProcAttr) (int, *os.File, error) {
+	if exe != nil && !useSpawn {
+		path = "/proc/self/fd/" + strconv.Itoa(int(exe.Fd()))
+	}
 	if !useSpawn {
 		fds := make([]uintptr, len(files))
 		for i, f := range files {
@@ -78,6 +115,10 @@ func spawn(path, argv0 string, files []*os.File, attr *syscall.SysProcAttr) (int
 		}
 	}()
 	r.path = cstr(path)
+	r.exec_fd = -1
+	if exe != nil {
+		r.exec_fd = C.int(exe.Fd())
+	}
 	argv := (*[2]*C.char)(C.calloc(2, C.size_t(unsafe.Sizeof((*C.char)(nil)))))
 	allocs = append(allocs, unsafe.Pointer(argv))
 	argv[0] = cstr(argv0)
@@ -122,6 +163,7 @@ func spawn(path, argv0 string, files []*os.File, attr *syscall.SysProcAttr) (int
 	ret := C.jail_spawn(&r, &pidfd, &childErr)
 	// The files must stay open until the child has its copies.
 	runtime.KeepAlive(files)
+	runtime.KeepAlive(exe)
 	if ret < 0 {
 		errno := syscall.Errno(-ret)
 		if childErr != 0 {

@@ -157,6 +157,9 @@ static inline int block_signals(sigset_t *set)
 	return sigprocmask(SIG_BLOCK, set, NULL);
 }
 
+/* jail_stage_main is the stage's entry (nsexec.c): the constructor's, or
+ * the standalone binary's main (stage/main.c). */
+void jail_stage_main(int argc, char **argv);
 
 #pragma GCC visibility pop
 
