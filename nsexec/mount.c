@@ -55,7 +55,11 @@ static int parent_dir(const char *path, char *buf, size_t size, const char **nam
 }
 
 /* open_target opens a mount point, creating it (a directory, or an empty file
- * for OPF_FILE) when OPF_CREATE is set. */
+ * for OPF_FILE) when OPF_CREATE is set. What it creates it opens beneath the
+ * parent it created it in, without following a symlink: nothing but a race
+ * (another jail renaming a directory both share) could have put one there,
+ * and then the op fails. Only a mount point that was there already is
+ * opened again by its whole path, resolved as the plan resolves it. */
 static int open_target(const struct mount_op *m)
 {
 	int fd = open_in_root(m->target, O_PATH, 0);
@@ -64,12 +68,13 @@ static int open_target(const struct mount_op *m)
 	const char *name;
 	int dfd = parent_dir(m->target, buf, sizeof buf, &name);
 	if (dfd < 0) return -1;
-	int r = (m->flags & OPF_FILE) ? openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)
-				      : mkdirat(dfd, name, 0755);
-	close(dfd);
-	if (r < 0 && errno != EEXIST) return -1;
-	if (r > 0) close(r);
-	return open_in_root(m->target, O_PATH, 0);
+	if (m->flags & OPF_FILE) /* the new file is the mount point: move_mount takes any descriptor of it */
+		fd = openat(dfd, name, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	else
+		fd = mkdirat(dfd, name, 0755) < 0 ? -1 : openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	{ int e = errno; close(dfd); errno = e; }
+	if (fd >= 0 || errno != EEXIST) return fd;
+	return open_in_root(m->target, O_PATH, 0); /* made since we looked */
 }
 
 /* fs_mount creates a detached filesystem mount (fsopen, fsconfig, fsmount).
