@@ -455,6 +455,45 @@ func TestMaskFailsClosed(t *testing.T) {
 	}
 }
 
+// TestNewTargetFailsClosed: the child stage makes an OpNew target without
+// looking for it first; if the plan is wrong and something is there, the
+// op fails (EEXIST) rather than mounting on, or writing through, what is
+// there.
+func TestNewTargetFailsClosed(t *testing.T) {
+	requireJail(t)
+	for _, tc := range []struct {
+		name string
+		op   nsexec.Mount
+	}{
+		{"a bind on a file", nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate | nsexec.OpFileTarget | nsexec.OpNew,
+			Source: "/etc/hostname", Target: "/etc/passwd", Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNodev}},
+		{"a tmpfs on a directory", nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate | nsexec.OpNew, FSType: "tmpfs",
+			Target: "/etc", Attr: nsexec.AttrNosuid | nsexec.AttrNodev}},
+		{"a file", nsexec.Mount{Kind: nsexec.OpWriteFile, Flags: nsexec.OpNew, Target: "/etc/hosts", Mode: 0o644, Data: []byte("x")}},
+		{"a symlink", nsexec.Mount{Kind: nsexec.OpSymlink, Flags: nsexec.OpNew, Target: "/etc/group", Data: []byte("/x")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hook := func(l *launch) {
+				if tc.op.Kind == nsexec.OpBind {
+					l.sources = append(l.sources, hostSource{path: tc.op.Source})
+					l.plan.Sources = uint32(len(l.sources))
+					tc.op.Src = l.plan.Sources
+				}
+				l.plan.Mounts = append(l.plan.Mounts, tc.op)
+				l.opNames = append(l.opNames, "new "+tc.op.Target)
+			}
+			c := Command(t.Context(), Spec{Seccomp: "strict"}, "true")
+			c.Capture, c.testHook = true, hook
+			err := c.Run()
+			var ie *InitError
+			require.ErrorAs(t, err, &ie, "refused at set-up, got %v", err)
+			assert.Equal(t, "mount plan", ie.Step)
+			assert.Equal(t, "new "+tc.op.Target, ie.Detail)
+			assert.ErrorIs(t, err, syscall.EEXIST)
+		})
+	}
+}
+
 // TestLandlockRulesFollowNoSymlink: a Landlock rule is added on what the
 // mount plan made at its path, never on what a symlink found there later
 // names. Here the plan itself puts a symlink at a rule's path (in a real

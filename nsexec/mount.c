@@ -54,26 +54,75 @@ static int parent_dir(const char *path, char *buf, size_t size, const char **nam
 	return open_in_root(buf, O_PATH | O_DIRECTORY, 0);
 }
 
+/* The directory the last OPF_NEW op made its target in, kept open for the
+ * next one: ops that make targets side by side in a file system the plan
+ * made (/dev's nodes, /etc's files) look their directory up once. Only an
+ * OPF_NEW op in the same directory reuses it; apply_mounts drops it before
+ * any other op. What an OPF_NEW op makes or mounts is in the directory,
+ * which changes nothing about what the directory's path resolves to;
+ * another op could (a mount on the directory or above it). */
+static struct { char path[4096]; int fd; } new_dir = {.fd = -1};
+
+static void drop_new_dir(void)
+{
+	if (new_dir.fd >= 0) close(new_dir.fd);
+	new_dir.fd = -1;
+}
+
+/* makes_new reports whether op m makes its target as OPF_NEW says:
+ * without looking for it first, in new_dir. */
+static int makes_new(const struct mount_op *m)
+{
+	if (!(m->flags & OPF_NEW)) return 0;
+	if (m->kind == OP_BIND || m->kind == OP_FS) return (m->flags & OPF_CREATE) != 0;
+	return m->kind != OP_SETATTR;
+}
+
+/* open_dir opens the directory op m makes its target in and points *name
+ * at the target's last component. For an op that makes_new, that is
+ * new_dir's descriptor (*own = 0), the directory as the plan made it;
+ * else one the caller closes (*own = 1), made first if missing. */
+static int open_dir(const struct mount_op *m, const char **name, int *own)
+{
+	char buf[4096];
+	if ((*own = !makes_new(m))) return parent_dir(m->target, buf, sizeof buf, name);
+	const char *slash = strrchr(m->target, '/'); /* decode.c: targets are absolute */
+	size_t len = (size_t)(slash - m->target);
+	*name = slash + 1;
+	if (len >= sizeof new_dir.path) { errno = ENAMETOOLONG; return -1; }
+	if (new_dir.fd >= 0 && strncmp(new_dir.path, m->target, len) == 0 && new_dir.path[len] == 0) return new_dir.fd;
+	drop_new_dir();
+	memcpy(new_dir.path, m->target, len);
+	new_dir.path[len] = 0;
+	return new_dir.fd = open_in_root(len ? new_dir.path : "/", O_PATH | O_DIRECTORY, 0);
+}
+
+static void close_dir(int fd, int own)
+{
+	if (own) { int e = errno; close(fd); errno = e; }
+}
+
 /* open_target opens a mount point, creating it (a directory, or an empty file
- * for OPF_FILE) when OPF_CREATE is set. What it creates it opens beneath the
- * parent it created it in, without following a symlink: nothing but a race
- * (another jail renaming a directory both share) could have put one there,
- * and then the op fails. Only a mount point that was there already is
- * opened again by its whole path, resolved as the plan resolves it. */
+ * for OPF_FILE) when OPF_CREATE is set, after looking for it unless the op
+ * makes_new. What it creates it opens beneath the directory it created it
+ * in, without following a symlink: nothing but a race (another jail
+ * renaming a directory both share) could have put one there, and then the
+ * op fails. Only a mount point that was there already is opened again by
+ * its whole path, resolved as the plan resolves it. */
 static int open_target(const struct mount_op *m)
 {
-	int fd = open_in_root(m->target, O_PATH, 0);
-	if (fd >= 0 || errno != ENOENT || !(m->flags & OPF_CREATE)) return fd;
-	char buf[4096];
+	int fd, own;
+	if (!makes_new(m) && ((fd = open_in_root(m->target, O_PATH, 0)) >= 0 || errno != ENOENT || !(m->flags & OPF_CREATE)))
+		return fd;
 	const char *name;
-	int dfd = parent_dir(m->target, buf, sizeof buf, &name);
+	int dfd = open_dir(m, &name, &own);
 	if (dfd < 0) return -1;
 	if (m->flags & OPF_FILE) /* the new file is the mount point: move_mount takes any descriptor of it */
 		fd = openat(dfd, name, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	else
 		fd = mkdirat(dfd, name, 0755) < 0 ? -1 : openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	{ int e = errno; close(dfd); errno = e; }
-	if (fd >= 0 || errno != EEXIST) return fd;
+	close_dir(dfd, own);
+	if (fd >= 0 || errno != EEXIST || !own) return fd; /* EEXIST for a new target: the plan was wrong */
 	return open_in_root(m->target, O_PATH, 0); /* made since we looked */
 }
 
@@ -205,12 +254,11 @@ void close_rule_fds(struct plan *p)
 /* write_file creates a regular file with the op's contents (the minimal /etc). */
 static int write_file(const struct mount_op *m)
 {
-	char buf[4096];
 	const char *name;
-	int dfd = parent_dir(m->target, buf, sizeof buf, &name);
+	int own, dfd = open_dir(m, &name, &own);
 	if (dfd < 0) return -1;
 	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, m->mode);
-	close(dfd);
+	close_dir(dfd, own);
 	if (fd < 0) return -1;
 	size_t off = 0;
 	while (off < m->data_len) {
@@ -245,22 +293,26 @@ static int gone_source(const struct mount_op *m)
  * mount: no mount of its own. */
 static int make_path(struct plan *p, const struct mount_op *m)
 {
-	char buf[4096];
 	const char *name;
-	int fd, r;
+	int fd, r, own;
 	switch (m->kind) {
-	case OP_MKDIR: return mkdir_p(m->target, m->mode) < 0 ? -1 : keep_rule_fd(p, m->target, -1);
+	case OP_MKDIR:
+		if (!makes_new(m)) r = mkdir_p(m->target, m->mode);
+		else if ((fd = open_dir(m, &name, &own)) < 0) return -1;
+		else r = mkdirat(fd, name, m->mode);
+		return r < 0 ? -1 : keep_rule_fd(p, m->target, -1);
 	case OP_FILE: return write_file(m) < 0 ? -1 : keep_rule_fd(p, m->target, -1);
 	case OP_SYMLINK:
-		if ((fd = parent_dir(m->target, buf, sizeof buf, &name)) < 0) return -1;
+		if ((fd = open_dir(m, &name, &own)) < 0) return -1;
 		r = symlinkat(m->data, fd, name);
-		break;
+		close_dir(fd, own);
+		return r;
 	default: /* OP_SETATTR */
 		if ((fd = open_in_root(m->target, O_PATH, 0)) < 0) return -1;
 		r = sys_mount_setattr(fd, "", AT_EMPTY_PATH | ((m->flags & OPF_RECURSIVE) ? AT_RECURSIVE : 0), m->attr);
+		{ int e = errno; close(fd); errno = e; }
+		return r;
 	}
-	{ int e = errno; close(fd); errno = e; }
-	return r;
 }
 
 /* apply_op carries out op m; it returns SKIPPED for an optional op it
@@ -384,20 +436,23 @@ int close_sources(struct plan *p)
 }
 
 /* apply_mounts carries out the mount ops in order; then PID 1 holds no
- * host source any more. */
+ * host source, nor new_dir, any more. */
 int apply_mounts(struct plan *p)
 {
 	for (size_t i = 0; i < p->nmounts; i++) {
 		struct mount_op *m = &p->mounts[i];
+		if (!makes_new(m)) drop_new_dir();
 		int r = apply_op(p, m), e = errno;
 		if (m->tree_fd >= 0) { close(m->tree_fd); m->tree_fd = -1; } /* not consumed: the op failed or was skipped */
 		if (r < 0) {
 			failed_op = (int)i;
+			drop_new_dir();
 			close_host_files();
 			errno = e;
 			return -1;
 		}
 	}
+	drop_new_dir();
 	close_host_files();
 	return 0;
 }
