@@ -200,18 +200,20 @@ static void close_host_files(void)
 		if (host_fds[k] >= 0) { close(host_fds[k]); host_fds[k] = -1; }
 }
 
-/* detached_tree returns a mount fd for op m, not yet attached anywhere: a
- * new file system, or a bind (cloned from the host, by open_sources or now,
- * or from a path in the new root) whose attributes (read-only, nosuid,
- * nodev, private) are set on the whole detached tree before anyone can see
- * it: no window where a read-only bind is writable, and locked flags are
- * kept because mount_setattr only adds. */
-static int detached_tree(struct mount_op *m)
+/* detached_tree returns a mount fd for op m, not yet attached anywhere (it
+ * goes on tfd): a new file system, or a bind (cloned from the host, by
+ * open_sources or now, or from a path in the new root) whose attributes
+ * (read-only, nosuid, nodev, private) are set on the whole detached tree
+ * before anyone can see it: no window where a read-only bind is writable,
+ * and locked flags are kept because mount_setattr only adds. */
+static int detached_tree(struct mount_op *m, int tfd)
 {
 	if (m->kind == OP_FS) return fs_mount(m);
 	int fd = m->tree_fd;
 	m->tree_fd = -1;
-	if (fd < 0 && (m->flags & OPF_SRC_IN_ROOT)) {
+	if (fd < 0 && (m->flags & (OPF_SRC_IN_ROOT | OPF_CREATE)) == OPF_SRC_IN_ROOT && strcmp(m->source, m->target) == 0) {
+		fd = clone_tree(tfd); /* /proc/sys on itself: the target, just looked up, is the source */
+	} else if (fd < 0 && (m->flags & OPF_SRC_IN_ROOT)) {
 		int sfd = open_in_root(m->source, O_PATH, 0);
 		if (sfd < 0) return -1;
 		fd = clone_tree(sfd);
@@ -227,17 +229,23 @@ static int detached_tree(struct mount_op *m)
 }
 
 /* keep_rule_fd gives the Landlock rules for target what the mount plan has
- * just made there: fd, a mount (duplicated), or with fd -1 target opened
- * again at once, resolved as the plan resolved it. apply_landlock adds the
- * rules on these descriptors, not by path: by then a directory shared with
- * another jail could have been renamed and a symlink put in its place, and
- * a rule meant for a bind would land on whatever the symlink names. */
-static int keep_rule_fd(struct plan *p, const char *target, int fd)
+ * just made there: *fd, a mount, or with *fd -1 target opened again at
+ * once, resolved as the plan resolved it. With take set, the first rule
+ * takes *fd itself and *fd becomes -1 (the caller is done with it); other
+ * rules get a duplicate. apply_landlock adds the rules on these
+ * descriptors, not by path: by then a directory shared with another jail
+ * could have been renamed and a symlink put in its place, and a rule
+ * meant for a bind would land on whatever the symlink names. */
+static int keep_rule_fd(struct plan *p, const char *target, int *fd, int take)
 {
+	int src = *fd;
 	for (size_t i = 0; i < p->nlandlock; i++) {
 		struct landlock_op *l = &p->landlock_rules[i];
 		if (strcmp(l->path, target) != 0) continue;
-		int nfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : open_in_root(target, O_PATH | O_NOFOLLOW, 0);
+		int nfd;
+		if (src < 0) nfd = open_in_root(target, O_PATH | O_NOFOLLOW, 0);
+		else if (take && *fd >= 0) nfd = src, *fd = -1;
+		else nfd = fcntl(src, F_DUPFD_CLOEXEC, 0);
 		if (nfd < 0) return -1;
 		if (l->fd >= 0) close(l->fd); /* a later op on the same target covers the earlier one */
 		l->fd = nfd;
@@ -294,14 +302,14 @@ static int gone_source(const struct mount_op *m)
 static int make_path(struct plan *p, const struct mount_op *m)
 {
 	const char *name;
-	int fd, r, own;
+	int fd, r, own, none = -1; /* keep_rule_fd opens what was made again */
 	switch (m->kind) {
 	case OP_MKDIR:
 		if (!makes_new(m)) r = mkdir_p(m->target, m->mode);
 		else if ((fd = open_dir(m, &name, &own)) < 0) return -1;
 		else r = mkdirat(fd, name, m->mode);
-		return r < 0 ? -1 : keep_rule_fd(p, m->target, -1);
-	case OP_FILE: return write_file(m) < 0 ? -1 : keep_rule_fd(p, m->target, -1);
+		return r < 0 ? -1 : keep_rule_fd(p, m->target, &none, 0);
+	case OP_FILE: return write_file(m) < 0 ? -1 : keep_rule_fd(p, m->target, &none, 0);
 	case OP_SYMLINK:
 		if ((fd = open_dir(m, &name, &own)) < 0) return -1;
 		r = symlinkat(m->data, fd, name);
@@ -332,10 +340,10 @@ static int apply_op(struct plan *p, struct mount_op *m)
 		return (m->flags & OPF_OPTIONAL) ? gone_source(m) : (errno = EBADF, -1);
 	if ((tfd = open_target(m)) < 0)
 		return errno == ENOENT && (m->flags & (OPF_OPTIONAL | OPF_CREATE)) == OPF_OPTIONAL ? SKIPPED : -1;
-	if ((fd = detached_tree(m)) < 0) { r = -1; goto out; }
+	if ((fd = detached_tree(m, tfd)) < 0) { r = -1; goto out; }
 	r = sys_move_mount(fd, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
-	if (r == 0) r = keep_rule_fd(p, m->target, fd);
-	{ int e = errno; close(fd); errno = e; }
+	if (r == 0) r = keep_rule_fd(p, m->target, &fd, 1);
+	if (fd >= 0) { int e = errno; close(fd); errno = e; }
 out:
 	{ int e = errno; close(tfd); errno = e; }
 	return r;
@@ -411,7 +419,7 @@ int enter_root_copy(struct plan *p)
  * now on. */
 int build_root(struct plan *p)
 {
-	int fd = detached_tree(&p->root), afd = -1;
+	int fd = detached_tree(&p->root, -1), afd = -1;
 	if (fd < 0) return -1;
 	if ((afd = open_host(p, p->attach, p->attach_src, NULL)) < 0 ||
 	    sys_move_mount(fd, "", afd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
@@ -423,7 +431,7 @@ int build_root(struct plan *p)
 	}
 	close(afd);
 	root_fd = fd;
-	return keep_rule_fd(p, "/", root_fd);
+	return keep_rule_fd(p, "/", &root_fd, 0);
 }
 
 /* close_sources closes the descriptors the parent passed: PID 1 keeps
