@@ -402,6 +402,101 @@ func TestOptionalSourceGone(t *testing.T) {
 	assert.Equal(t, ".\n..\n", c.Result.Stdout, "skipped, and its target not made")
 }
 
+// addMask adds to a planned launch a mask as rootfs plans one (an optional
+// read-only bind that makes no mount point) of the host path opened (by
+// Start), reopened by the child stage at reopened, on target.
+func addMask(l *launch, opened, reopened, target string) {
+	l.sources = append(l.sources, hostSource{path: opened})
+	l.plan.Sources = uint32(len(l.sources))
+	l.plan.Mounts = append(l.plan.Mounts, nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpOptional, Source: reopened,
+		Target: target, Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNoexec, Src: l.plan.Sources})
+	l.opNames = append(l.opNames, "bind "+reopened+" on "+target)
+}
+
+// TestMaskFailsClosed: a mask is skipped only when there is nothing to
+// mask. /proc/version, which no mask of the plan covers, stands for a
+// host fact; the attack makes the mask's source vanish between the
+// parent's check and the child stage's (as a swapped /dev/null would).
+// The child stage used to skip such a mask silently and run the workload
+// with the file readable; it must refuse to start.
+func TestMaskFailsClosed(t *testing.T) {
+	requireJail(t)
+	const fact, absent = "/proc/version", "/proc/no-such-file-for-jail"
+	host, err := os.ReadFile(fact)
+	require.NoError(t, err)
+	require.NotEmpty(t, host, "nothing to hide")
+	_, err = os.Stat(absent)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	for _, tc := range []struct {
+		name             string
+		reopened, target string
+		refused          bool
+		want             string // the workload's output
+	}{
+		{"masks a file", "/dev/null", fact, false, ""},
+		{"skips an absent target", "/dev/null", absent, false, "absent\n"},
+		{"skips an absent target, its source gone", "/no-such-jail-source", absent, false, "absent\n"},
+		{"refuses a present target, its source gone", "/no-such-jail-source", fact, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hook := func(l *launch) { addMask(l, "/dev/null", tc.reopened, tc.target) }
+			c := Command(t.Context(), Spec{Seccomp: "strict"}, "sh", "-c", "cat "+tc.target+" 2>/dev/null || echo absent")
+			c.Capture, c.testHook = true, hook
+			err := c.Run()
+			assert.Equal(t, tc.want, c.Result.Stdout)
+			if !tc.refused {
+				require.NoError(t, err)
+				return
+			}
+			var ie *InitError
+			require.ErrorAs(t, err, &ie, "refused at set-up, got %v", err)
+			assert.Equal(t, "mount plan", ie.Step)
+			assert.Equal(t, "bind /no-such-jail-source on "+fact, ie.Detail)
+			assert.ErrorIs(t, err, syscall.ENOENT)
+			assert.Equal(t, StatusSetupError, c.Result.Status)
+		})
+	}
+}
+
+// TestNewTargetFailsClosed: the child stage makes an OpNew target without
+// looking for it first; if the plan is wrong and something is there, the
+// op fails (EEXIST) rather than mounting on, or writing through, what is
+// there.
+func TestNewTargetFailsClosed(t *testing.T) {
+	requireJail(t)
+	for _, tc := range []struct {
+		name string
+		op   nsexec.Mount
+	}{
+		{"a bind on a file", nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate | nsexec.OpFileTarget | nsexec.OpNew,
+			Source: "/etc/hostname", Target: "/etc/passwd", Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNodev}},
+		{"a tmpfs on a directory", nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate | nsexec.OpNew, FSType: "tmpfs",
+			Target: "/etc", Attr: nsexec.AttrNosuid | nsexec.AttrNodev}},
+		{"a file", nsexec.Mount{Kind: nsexec.OpWriteFile, Flags: nsexec.OpNew, Target: "/etc/hosts", Mode: 0o644, Data: []byte("x")}},
+		{"a symlink", nsexec.Mount{Kind: nsexec.OpSymlink, Flags: nsexec.OpNew, Target: "/etc/group", Data: []byte("/x")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hook := func(l *launch) {
+				if tc.op.Kind == nsexec.OpBind {
+					l.sources = append(l.sources, hostSource{path: tc.op.Source})
+					l.plan.Sources = uint32(len(l.sources))
+					tc.op.Src = l.plan.Sources
+				}
+				l.plan.Mounts = append(l.plan.Mounts, tc.op)
+				l.opNames = append(l.opNames, "new "+tc.op.Target)
+			}
+			c := Command(t.Context(), Spec{Seccomp: "strict"}, "true")
+			c.Capture, c.testHook = true, hook
+			err := c.Run()
+			var ie *InitError
+			require.ErrorAs(t, err, &ie, "refused at set-up, got %v", err)
+			assert.Equal(t, "mount plan", ie.Step)
+			assert.Equal(t, "new "+tc.op.Target, ie.Detail)
+			assert.ErrorIs(t, err, syscall.EEXIST)
+		})
+	}
+}
+
 // TestLandlockRulesFollowNoSymlink: a Landlock rule is added on what the
 // mount plan made at its path, never on what a symlink found there later
 // names. Here the plan itself puts a symlink at a rule's path (in a real

@@ -863,6 +863,48 @@ func TestProcHidesHostFacts(t *testing.T) {
 	assert.NotEqual(t, "", strict(t, "cat /proc/sys/kernel/random/uuid"), "what programs use still works")
 }
 
+// TestMasksOfThePlan reads every file the plan masks: one this kernel has
+// reads empty in the jail, and is /dev/null; one it lacks is absent there
+// too, and costs the run nothing (the run succeeds; kernels differ in which
+// of runc's masked files exist). Directories are masked with an empty,
+// read-only tmpfs.
+func TestMasksOfThePlan(t *testing.T) {
+	plan, err := rootfs.Build(rootfs.Config{UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20}, rootfs.Probe())
+	require.NoError(t, err)
+	var script strings.Builder
+	want := map[string]string{}
+	var absent []string
+	for _, m := range plan.Mounts {
+		masksFile := m.Kind == nsexec.OpBind && m.Source == "/dev/null" && strings.HasPrefix(m.Target, "/proc/")
+		masksDir := m.Kind == nsexec.OpFS && m.FSType == "tmpfs" && strings.HasPrefix(m.Target, "/proc/")
+		if !masksFile && !masksDir {
+			continue
+		}
+		_, err := os.Lstat(m.Target)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			want[m.Target] = "absent"
+			absent = append(absent, m.Target)
+		case err != nil:
+			t.Fatal(err)
+		case masksFile:
+			want[m.Target] = "1:3 0" // the device of /dev/null, and no bytes
+		default:
+			want[m.Target] = "empty"
+		}
+		fmt.Fprintf(&script, "f=%s; if [ ! -e $f ]; then echo \"$f absent\"; elif [ -d $f ]; then echo \"$f $(ls -A $f | wc -l | sed 's/^0$/empty/')\"; "+
+			"else echo \"$f $(stat -c %%t:%%T $f) $(wc -c < $f)\"; fi\n", m.Target)
+	}
+	require.NotEmpty(t, want, "the plan masks nothing")
+	t.Logf("masked files this kernel lacks: %v", absent)
+	got := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(strict(t, script.String())), "\n") {
+		f, rest, _ := strings.Cut(l, " ")
+		got[f] = rest
+	}
+	assert.Equal(t, want, got)
+}
+
 // TestJailFailuresAreMarked is finding 15: a workload that exits 125 and
 // prints "jail: ..." looked exactly like a jail failure. jail's own lines
 // start with jail[PID]:, with jail's own pid, which the workload (in its

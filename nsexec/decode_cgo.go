@@ -54,6 +54,7 @@ var cConstants = map[string]int64{
 	"OPF_FILE":                   C.OPF_FILE,
 	"OPF_SRC_IN_ROOT":            C.OPF_SRC_IN_ROOT,
 	"OPF_RECURSIVE":              C.OPF_RECURSIVE,
+	"OPF_NEW":                    C.OPF_NEW,
 	"TAG_CWD":                    C.TAG_CWD,
 	"MSG_EXITED":                 C.MSG_EXITED,
 	"PLAN_SECCOMP_NOTIFY":        C.PLAN_SECCOMP_NOTIFY,

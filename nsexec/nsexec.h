@@ -60,7 +60,9 @@ enum { OP_BIND = 1, OP_FS, OP_MKDIR, OP_FILE, OP_SYMLINK, OP_SETATTR };
 #define OPF_FILE 0x04        /* the mount point is a file */
 #define OPF_SRC_IN_ROOT 0x08 /* the bind source is a path in the new root */
 #define OPF_RECURSIVE 0x10   /* OP_SETATTR applies to the whole subtree */
-#define OPF_ALL 0x1f
+#define OPF_NEW 0x20         /* nothing is at the target yet, in a directory of a file system the plan made:
+			      * make it without looking for it first (EEXIST if the plan is wrong) */
+#define OPF_ALL 0x3f
 
 struct mount_op {
 	uint8_t kind, flags;

@@ -72,7 +72,14 @@ const (
 	OpFileTarget OpFlags = 0x04 // the mount point is a regular file
 	OpSrcInRoot  OpFlags = 0x08 // Source is a path inside the new root
 	OpRecursive  OpFlags = 0x10 // OpSetattr applies to the whole subtree
-	validOpFlags         = OpOptional | OpCreate | OpFileTarget | OpSrcInRoot | OpRecursive
+	// OpNew: nothing is at Target yet, and its directory is in a file
+	// system the plan made (a tmpfs no one else can reach before the
+	// workload runs). The child makes the target (OpCreate, OpMkdir,
+	// OpWriteFile, OpSymlink) without looking for it first, in the
+	// directory the op before it used when both share it; the op fails
+	// with EEXIST if something is there after all.
+	OpNew        OpFlags = 0x20
+	validOpFlags         = OpOptional | OpCreate | OpFileTarget | OpSrcInRoot | OpRecursive | OpNew
 )
 
 // Mount attributes (MOUNT_ATTR_* of mount_setattr(2) and fsmount(2)).

@@ -32,6 +32,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"OPF_FILE":                   int64(OpFileTarget),
 		"OPF_SRC_IN_ROOT":            int64(OpSrcInRoot),
 		"OPF_RECURSIVE":              int64(OpRecursive),
+		"OPF_NEW":                    int64(OpNew),
 		"TAG_CWD":                    tagCwd,
 		"MSG_EXITED":                 int64(MsgExited),
 		"PLAN_SECCOMP_NOTIFY":        int64(FlagSeccompNotify),

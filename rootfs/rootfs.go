@@ -153,7 +153,48 @@ func Build(c Config, h Host) (Plan, error) {
 			return Plan{}, fmt.Errorf("mount %s: unknown type %q", m.Target, m.Type)
 		}
 	}
+	markNew(p.Mounts, p.Root.Kind == nsexec.OpFS && p.Root.FSType == "tmpfs")
 	return p, nil
+}
+
+// markNew sets [nsexec.OpNew] on the ops that make their target in a
+// directory of a tmpfs the plan made (the root when freshRoot, or a tmpfs
+// op's target, or a directory an OpNew mkdir made there) where no earlier
+// op put anything at that path. The child stage then makes such a target
+// without looking for it first, in the directory the op before it used,
+// when both share it. Nothing outside the jail can reach such a tmpfs
+// before the workload runs; a wrong guess fails the run (EEXIST), never
+// lands somewhere else.
+func markNew(ops []nsexec.Mount, freshRoot bool) {
+	fresh := map[string]bool{"/": freshRoot} // directories as the plan made them, still visible
+	taken := map[string]bool{"/": true}      // paths something is at
+	for i := range ops {
+		m := &ops[i]
+		makes := m.Kind == nsexec.OpMkdir || m.Kind == nsexec.OpWriteFile || m.Kind == nsexec.OpSymlink ||
+			(m.Kind == nsexec.OpBind || m.Kind == nsexec.OpFS) && m.Flags&nsexec.OpCreate != 0
+		if makes && m.Target == path.Clean(m.Target) && fresh[path.Dir(m.Target)] && !taken[m.Target] {
+			m.Flags |= nsexec.OpNew
+		}
+		if m.Kind == nsexec.OpBind || m.Kind == nsexec.OpFS {
+			// The mount covers whatever the plan made at and below its target.
+			for _, set := range []map[string]bool{fresh, taken} {
+				for p := range set {
+					if p == m.Target || strings.HasPrefix(p, strings.TrimSuffix(m.Target, "/")+"/") {
+						delete(set, p)
+					}
+				}
+			}
+			fresh[m.Target] = m.Kind == nsexec.OpFS && m.FSType == "tmpfs" && m.Flags&nsexec.OpOptional == 0 // an optional one may be skipped
+		} else if m.Kind == nsexec.OpMkdir && m.Flags&nsexec.OpNew != 0 {
+			fresh[m.Target] = true
+		}
+		for p := m.Target; ; p = path.Dir(p) { // the target and every parent made on the way (mkdir -p)
+			taken[p] = true
+			if p == "/" {
+				break
+			}
+		}
+	}
 }
 
 // bindOp binds a host path, on a file mount point when it is not a directory.

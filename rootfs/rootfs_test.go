@@ -63,7 +63,8 @@ func render(p Plan) string {
 		for _, f := range []struct {
 			bit  nsexec.OpFlags
 			name string
-		}{{nsexec.OpOptional, "optional"}, {nsexec.OpCreate, "create"}, {nsexec.OpFileTarget, "file"}, {nsexec.OpSrcInRoot, "src-in-root"}} {
+		}{{nsexec.OpOptional, "optional"}, {nsexec.OpCreate, "create"}, {nsexec.OpFileTarget, "file"}, {nsexec.OpSrcInRoot, "src-in-root"},
+			{nsexec.OpNew, "new"}} {
 			if m.Flags&f.bit != 0 {
 				s += " [" + f.name + "]"
 			}
@@ -129,6 +130,48 @@ func TestBuildInvariants(t *testing.T) {
 	}
 	_, err = Build(Config{}, Host{})
 	assert.Error(t, err, "a host without an attach point")
+}
+
+// TestMarkNew: only a target nothing is at yet, in a directory of a tmpfs
+// the plan made and nothing has covered since, is new.
+func TestMarkNew(t *testing.T) {
+	tmpfs := func(target string) nsexec.Mount {
+		return nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpCreate, FSType: "tmpfs", Target: target}
+	}
+	bind := func(target string) nsexec.Mount {
+		return nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate, Source: "/src", Target: target}
+	}
+	mkdir := func(target string) nsexec.Mount { return nsexec.Mount{Kind: nsexec.OpMkdir, Target: target} }
+	symlink := func(target string) nsexec.Mount { return nsexec.Mount{Kind: nsexec.OpSymlink, Target: target} }
+	mask := nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpOptional, Source: "/dev/null", Target: "/x/f"}
+	optionalTmpfs := nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpOptional, FSType: "tmpfs", Target: "/x"}
+	for _, tc := range []struct {
+		name      string
+		freshRoot bool
+		ops       []nsexec.Mount
+		want      []bool // OpNew, op by op
+	}{
+		{"in the tmpfs root", true, []nsexec.Mount{bind("/a"), tmpfs("/b"), symlink("/c")}, []bool{true, true, true}},
+		{"in a directory root", false, []nsexec.Mount{bind("/a"), tmpfs("/b"), bind("/b/c")}, []bool{false, false, true}},
+		{"a second op on a target", true, []nsexec.Mount{tmpfs("/a"), tmpfs("/a"), bind("/a/b"), bind("/a/b")}, []bool{true, false, true, false}},
+		{"below a bind", true, []nsexec.Mount{bind("/a"), bind("/a/b")}, []bool{true, false}},
+		{"below a tmpfs mounted over what was made", true, []nsexec.Mount{mkdir("/a"), bind("/a/b"), tmpfs("/a"), bind("/a/b")}, []bool{true, true, false, true}},
+		{"below a bind mounted over a tmpfs", true, []nsexec.Mount{tmpfs("/a"), bind("/a"), bind("/a/b")}, []bool{true, false, false}},
+		{"in a directory made on the way", true, []nsexec.Mount{bind("/a/b"), bind("/a"), bind("/a/c")}, []bool{false, false, false}},
+		{"in a directory a new mkdir made", true, []nsexec.Mount{mkdir("/a"), bind("/a/b"), mkdir("/a/c/d"), bind("/a/c/d/e")}, []bool{true, true, false, false}},
+		{"below a symlink", true, []nsexec.Mount{symlink("/a"), bind("/a/b")}, []bool{true, false}},
+		{"a mask, and below an optional tmpfs", true, []nsexec.Mount{tmpfs("/x"), mask, optionalTmpfs, bind("/x/g")}, []bool{true, false, false, false}},
+		{"a path that is not clean", true, []nsexec.Mount{bind("/a/../b"), bind("/c/")}, []bool{false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			markNew(tc.ops, tc.freshRoot)
+			var got []bool
+			for _, m := range tc.ops {
+				got = append(got, m.Flags&nsexec.OpNew != 0)
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }
 
 // TestRootFSType: the mount on top of / counts, the last in mountinfo
