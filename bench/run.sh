@@ -10,20 +10,24 @@
 #
 # The contenders run interleaved (each round runs each once, the order rotated
 # per round) under bench/cmd/benchrun, which times every run from fork to
-# wait4 without a shell in between. Then it reads the PSS of a running jail.
-# See bench/README.md for what the figures mean.
+# wait4 without a shell in between. With -t, it then measures throughput:
+# rounds of a batch of runs per contender with 8 in flight (floor, jail,
+# jail-before, bwrap; session-exec is left out). Then it reads the PSS of a
+# running jail. See bench/README.md for what the figures mean.
 #
-# Usage: sudo bench/run.sh [-n ROUNDS] [-w WARMUP] [-j JAIL] [-b BEFORE] [-o OUTDIR]
+# Usage: sudo bench/run.sh [-n ROUNDS] [-w WARMUP] [-t ROUNDSxBATCH] [-j JAIL] [-b BEFORE] [-o OUTDIR]
 set -euo pipefail
 
 usage() {
 	cat <<'EOF'
-Usage: run.sh [-n ROUNDS] [-w WARMUP] [-j JAIL] [-b BEFORE] [-o OUTDIR]
+Usage: run.sh [-n ROUNDS] [-w WARMUP] [-t ROUNDSxBATCH] [-j JAIL] [-b BEFORE] [-o OUTDIR]
   -n ROUNDS  measured rounds (default 200)
   -w WARMUP  warm-up rounds, not recorded (default 20)
+  -t ROUNDSxBATCH  then throughput: ROUNDS rounds of BATCH runs per contender with 8 in flight,
+             after one warm-up round (e.g. 10x200: 2,000 runs each; default: not measured)
   -j JAIL    jail binary (default: $JAIL, else ./jail, else built statically into a temporary directory)
   -b BEFORE  another jail binary, measured as "jail-before" in the same rounds (a change's before/after)
-  -o OUTDIR  where samples.csv goes (default: a new temporary directory)
+  -o OUTDIR  where samples.csv (and throughput.csv with -t) go (default: a new temporary directory)
 EOF
 }
 
@@ -32,10 +36,12 @@ warmup=20
 jail_bin="${JAIL:-}"
 outdir=""
 before=""
-while getopts "n:w:j:b:o:h" opt; do
+throughput=""
+while getopts "n:w:t:j:b:o:h" opt; do
 	case "$opt" in
 	n) rounds="$OPTARG" ;;
 	w) warmup="$OPTARG" ;;
+	t) throughput="$OPTARG" ;;
 	j) jail_bin="$OPTARG" ;;
 	b) before="$OPTARG" ;;
 	o) outdir="$OPTARG" ;;
@@ -52,6 +58,10 @@ done
 shift $((OPTIND - 1))
 if (($# > 0)); then
 	usage >&2
+	exit 2
+fi
+if [[ -n "$throughput" && ! "$throughput" =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]]; then
+	echo "run.sh: -t wants ROUNDSxBATCH, e.g. 10x200" >&2
 	exit 2
 fi
 
@@ -97,9 +107,13 @@ contenders=(
 	-c "jail=$jail_bin run --profile strict -- /bin/true"
 	-c "session-exec=$jail_bin session exec --state-dir $tmp/sessions $session -- /bin/true"
 )
+# The throughput contenders: the same without the join (8 commands in
+# flight into one session ask something else of it).
+tcontenders=("${contenders[@]:0:4}")
 if [[ -n "$before" ]]; then
 	[[ "$before" == */* ]] || before="./$before"
 	contenders+=(-c "jail-before=$before run --profile strict -- /bin/true")
+	tcontenders+=(-c "jail-before=$before run --profile strict -- /bin/true")
 fi
 if command -v bwrap >/dev/null; then
 	# Mirror the host's merged-/usr layout: a top-level directory that is a
@@ -114,6 +128,7 @@ if command -v bwrap >/dev/null; then
 	done
 	bwrap_cmd+=" --tmpfs /tmp --proc /proc --dev /dev /bin/true"
 	contenders+=(-c "bwrap=$bwrap_cmd")
+	tcontenders+=(-c "bwrap=$bwrap_cmd")
 else
 	echo "note: bwrap not installed; the bwrap contender is skipped" >&2
 fi
@@ -126,10 +141,18 @@ if command -v bwrap >/dev/null; then
 	echo "bwrap:   $(bwrap --version)"
 fi
 echo "samples: $outdir/samples.csv"
+if [[ -n "$throughput" ]]; then
+	echo "throughput samples: $outdir/throughput.csv"
+fi
 echo
 
 status=0
 "$tmp/benchrun" -n "$rounds" -w "$warmup" -base floor -csv "$outdir/samples.csv" "${contenders[@]}" || status=$?
 echo
+if [[ -n "$throughput" ]]; then
+	"$tmp/benchrun" -inflight 8 -n "${throughput%x*}" -batch "${throughput#*x}" -w 1 -base floor \
+		-csv "$outdir/throughput.csv" "${tcontenders[@]}" || status=$?
+	echo
+fi
 "$tmp/benchrun" -pss -runs 5 -- "$jail_bin" run --profile strict -- sleep 2 || status=$?
 exit "$status"

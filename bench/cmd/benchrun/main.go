@@ -19,6 +19,24 @@
 // time in the same round. A contender that exits non-zero is reported with
 // its status, dropped from the remaining rounds, and makes benchrun exit 1.
 //
+// Throughput mode (-inflight K) asks how many runs per second a contender
+// sustains when K are in flight, and what that does to each run's latency.
+// Each of -n rounds runs, for each contender in the rotated order, a batch
+// of -batch runs: K goroutines each start a run and wait for it (as the
+// timing mode does, one fork+exec+wait4 with no shell), then take the next,
+// until the batch is done. A batch's throughput is its runs divided by its
+// wall time, from before the first fork to the last wait4. Here -n and -w
+// count rounds of batches and default to 10 and 1:
+//
+//	benchrun -inflight 8 -batch 200 -n 10 -w 1 \
+//		-c 'floor=unshare -Urpf --mount-proc -n -i -u /bin/true' \
+//		-c 'jail=./jail run --profile strict -- /bin/true'
+//
+// It reports, per contender, the median over rounds of the throughput and
+// of its ratio to the baseline's in the same round (above 1 is faster),
+// the median CPU time of a run, and the p50, p99 and maximum of all runs'
+// latencies with the count of runs slower than -slow (100 ms).
+//
 // PSS mode starts a command that runs a jail (e.g. `jail run --profile
 // strict -- sleep 2`), waits until the jail's init (a child of the jail
 // process whose comm is "jail:init") has forked the workload, then reads
@@ -40,6 +58,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -83,6 +103,17 @@ type contender struct {
 
 	wall, cpu []time.Duration // indexed by measured round
 	failed    error
+
+	// Throughput mode.
+	rate  []float64       // runs per second, indexed by measured round
+	batch []time.Duration // each measured round's batch, first fork to last wait4
+	runs  []runSample     // every measured run, by round and start order
+}
+
+// runSample is one run of a throughput batch.
+type runSample struct {
+	round     int
+	wall, cpu time.Duration
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -90,11 +121,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var cs contenders
 	fs.Var(&cs, "c", "contender `NAME=COMMAND [ARGS...]` (repeatable; split on blanks)")
-	rounds := fs.Int("n", 200, "measured rounds")
-	warmup := fs.Int("w", 20, "warm-up rounds (run, not recorded)")
+	rounds := fs.Int("n", 200, "measured rounds (with -inflight: 10 unless given)")
+	warmup := fs.Int("w", 20, "warm-up rounds, run and not recorded (with -inflight: 1 unless given)")
 	base := fs.String("base", "", "baseline contender for the ratios (default: the first)")
 	csvPath := fs.String("csv", "", "write raw samples to `FILE` as CSV")
 	idle := fs.Duration("idle", 0, "sleep this long before each run, so that each starts on a quiet machine (e.g. 100ms)")
+	inflight := fs.Int("inflight", 0, "throughput mode: `K` runs in flight (0: the timing mode, one at a time)")
+	batchRuns := fs.Int("batch", 200, "throughput mode: runs per contender per round")
+	slow := fs.Duration("slow", 100*time.Millisecond, "throughput mode: count the runs slower than this")
 	pss := fs.Bool("pss", false, "PSS mode: run the command after -- and measure the jail's memory")
 	pssRuns := fs.Int("runs", 5, "PSS mode: runs (the median is reported)")
 	settle := fs.Duration("settle", 200*time.Millisecond, "PSS mode: wait this long after the workload starts before reading")
@@ -109,6 +143,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(cs) == 0 || fs.NArg() != 0 {
 		return errors.New("give contenders with -c NAME=COMMAND (and no other arguments)")
+	}
+	if *inflight < 0 || *batchRuns < 1 {
+		return errors.New("-inflight must not be negative and -batch must be at least 1")
+	}
+	if *inflight > 0 {
+		if *idle != 0 {
+			return errors.New("-idle is for the timing mode (runs one at a time), not with -inflight")
+		}
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		if !given["n"] {
+			*rounds = 10
+		}
+		if !given["w"] {
+			*warmup = 1
+		}
 	}
 	if *rounds < 1 || *warmup < 0 {
 		return errors.New("-n must be at least 1 and -w not negative")
@@ -130,6 +180,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	loadBefore := loadavg()
+	if *inflight > 0 {
+		err := measureThroughput(cs, *rounds, *warmup, *batchRuns, *inflight, stderr)
+		if *csvPath != "" {
+			if werr := writeThroughputCSV(*csvPath, cs); werr != nil {
+				return werr
+			}
+		}
+		fmt.Fprintf(stdout, "%d rounds of %d runs per contender, %d in flight, after %d warm-up rounds, interleaved, order rotated per round; loadavg before %s, after %s\n",
+			*rounds, *batchRuns, *inflight, *warmup, loadBefore, loadavg())
+		reportThroughput(stdout, cs, baseline, *slow)
+		return err
+	}
 	err := measure(cs, *rounds, *warmup, *idle, stderr)
 	if *csvPath != "" {
 		if werr := writeCSV(*csvPath, cs); werr != nil {
@@ -145,14 +207,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 // measure runs the rounds. Samples of a contender that failed stop at the
 // round it failed in.
 func measure(cs []*contender, rounds, warmup int, idle time.Duration, stderr io.Writer) error {
-	devnull, err := os.Open(os.DevNull)
+	files, closeFiles, err := runFiles()
 	if err != nil {
 		return err
 	}
-	defer devnull.Close()
-	// stdout goes to /dev/null; stderr stays ours so a failure shows its
-	// message next to benchrun's.
-	files := []uintptr{devnull.Fd(), devnull.Fd(), os.Stderr.Fd()}
+	defer closeFiles()
 	env := os.Environ()
 
 	// No collection while timing: the heap stays tiny, and a GC cycle
@@ -191,6 +250,109 @@ func measure(cs []*contender, rounds, warmup int, idle time.Duration, stderr io.
 		return fmt.Errorf("%d of %d contenders failed (see above)", len(failures), len(cs))
 	}
 	return nil
+}
+
+// runFiles returns the standard files of a run: stdin and stdout are
+// /dev/null; stderr stays ours so a failure shows its message next to
+// benchrun's.
+func runFiles() (files []uintptr, closeFiles func(), err error) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []uintptr{devnull.Fd(), devnull.Fd(), os.Stderr.Fd()}, func() { devnull.Close() }, nil
+}
+
+// measureThroughput runs the throughput rounds: per round, a batch of
+// batchRuns runs of each contender with inflight in flight. A contender
+// whose run fails is dropped from the remaining rounds; the samples of the
+// failed batch are not kept.
+func measureThroughput(cs []*contender, rounds, warmup, batchRuns, inflight int, stderr io.Writer) error {
+	files, closeFiles, err := runFiles()
+	if err != nil {
+		return err
+	}
+	defer closeFiles()
+	env := os.Environ()
+
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // as in measure
+	for _, c := range cs {
+		c.rate = make([]float64, 0, rounds)
+		c.batch = make([]time.Duration, 0, rounds)
+		c.runs = make([]runSample, 0, rounds*batchRuns)
+	}
+	samples := make([]runSample, batchRuns)
+	var failures []error
+	for r := -warmup; r < rounds; r++ {
+		for i := range cs {
+			c := cs[(i+r+warmup)%len(cs)]
+			if c.failed != nil {
+				continue
+			}
+			elapsed, err := batch(c, samples, inflight, files, env)
+			if err != nil {
+				when := fmt.Sprintf("round %d", r)
+				if r < 0 {
+					when = fmt.Sprintf("warm-up round %d", r+warmup)
+				}
+				c.failed = fmt.Errorf("contender %s: %s in %s (%s)", c.name, err, when, strings.Join(c.argv, " "))
+				fmt.Fprintln(stderr, "benchrun: FAILED", c.failed)
+				failures = append(failures, c.failed)
+				continue
+			}
+			if r >= 0 {
+				c.rate = append(c.rate, float64(batchRuns)/elapsed.Seconds())
+				c.batch = append(c.batch, elapsed)
+				for _, s := range samples {
+					s.round = r
+					c.runs = append(c.runs, s)
+				}
+			}
+		}
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("%d of %d contenders failed (see above)", len(failures), len(cs))
+	}
+	return nil
+}
+
+// batch runs c len(samples) times with inflight runs at a time, fills
+// samples in the order the runs started, and returns the batch's wall
+// time from before the first fork to after the last wait4. After a run
+// fails no new one starts; it returns the first failure once the runs
+// under way have ended.
+func batch(c *contender, samples []runSample, inflight int, files []uintptr, env []string) (time.Duration, error) {
+	var (
+		next     atomic.Int64
+		stop     atomic.Bool
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	for range min(inflight, len(samples)) {
+		wg.Go(func() {
+			for !stop.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(samples) {
+					return
+				}
+				wall, cpu, err := once(c, files, env)
+				if err != nil {
+					stop.Store(true)
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("run %d of the batch: %w", i, err)
+					}
+					mu.Unlock()
+					return
+				}
+				samples[i] = runSample{wall: wall, cpu: cpu}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), firstErr
 }
 
 // once runs c and returns its wall time and the CPU time (user+system) of
@@ -248,6 +410,53 @@ func writeCSV(path string, cs []*contender) error {
 	return nil
 }
 
+func writeThroughputCSV(path string, cs []*contender) error {
+	var b bytes.Buffer
+	b.WriteString("contender,round,run,wall_ns,cpu_ns,batch_ns\n")
+	for _, c := range cs {
+		i := 0
+		for j, s := range c.runs {
+			if j > 0 && s.round != c.runs[j-1].round {
+				i = 0
+			}
+			fmt.Fprintf(&b, "%s,%d,%d,%d,%d,%d\n", c.name, s.round, i, s.wall.Nanoseconds(), s.cpu.Nanoseconds(), c.batch[s.round].Nanoseconds())
+			i++
+		}
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("-csv: %w", err)
+	}
+	return nil
+}
+
+// reportThroughput prints a row per contender: throughput and its ratio to
+// the baseline's (medians over rounds), CPU per run, and the latency tail
+// of all runs with the count slower than slow.
+func reportThroughput(w io.Writer, cs []*contender, baseline *contender, slow time.Duration) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "contender\truns/s (median)\tvs %s (median of per-round)\tcpu ms/run (median)\tp50 ms\tp99 ms\tmax ms\tover %s\truns\t\n",
+		baseline.name, slow)
+	for _, c := range cs {
+		if len(c.rate) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t0\t\n", c.name)
+			continue
+		}
+		ratio := "-"
+		if rs := stats.Ratios(c.rate, baseline.rate); len(rs) > 0 {
+			ratio = fmt.Sprintf("%.2fx", stats.Quantile(rs, 0.5))
+		}
+		wall := make([]float64, len(c.runs))
+		cpu := make([]float64, len(c.runs))
+		for i, s := range c.runs {
+			wall[i], cpu[i] = float64(s.wall)/1e6, float64(s.cpu)/1e6
+		}
+		t := stats.Tails(wall, float64(slow)/1e6)
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%d\t\n", c.name,
+			stats.Quantile(c.rate, 0.5), ratio, stats.Quantile(cpu, 0.5), t.P50, t.P99, t.Max, t.Over, t.N)
+	}
+	tw.Flush()
+}
+
 func report(w io.Writer, cs []*contender, baseline *contender) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "contender\tmedian ms\tp10 ms\tp90 ms\tcpu ms (median)\tratio vs %s (median of per-round)\truns\t\n", baseline.name)
@@ -257,11 +466,7 @@ func report(w io.Writer, cs []*contender, baseline *contender) {
 			continue
 		}
 		ratio := "-"
-		if n := min(len(c.wall), len(baseline.wall)); n > 0 {
-			rs := make([]float64, n)
-			for r := range n {
-				rs[r] = float64(c.wall[r]) / float64(baseline.wall[r])
-			}
+		if rs := stats.Ratios(toMS(c.wall), toMS(baseline.wall)); len(rs) > 0 {
 			ratio = fmt.Sprintf("%.2fx", stats.Quantile(rs, 0.5))
 		}
 		ms := toMS(c.wall)
