@@ -38,7 +38,7 @@ func Compile(p *Policy, o Options) (*Program, error) {
 	if prog, ok := cache.m[string(key)]; ok {
 		return prog, nil
 	}
-	prog, err := compile(p, o)
+	prog, err := compile(p, o, binaryTree)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,24 @@ func Compile(p *Policy, o Options) (*Program, error) {
 	return prog, nil
 }
 
-func compile(p *Policy, o Options) (*Program, error) {
+// layout is how libseccomp orders a filter's syscall checks: its
+// SCMP_FLTATR_CTL_OPTIMIZE level. Both layouts decide every call alike
+// (TestBinaryTreeDecidesAlike).
+type layout int
+
+const (
+	// linear checks the syscalls one after the other (level 1, the
+	// default): a call runs past the compares of every syscall before
+	// its own, and one no rule names past all of them.
+	linear layout = 1
+	// binaryTree checks them as a tree sorted by syscall number (level 2,
+	// libseccomp 2.5.0): a call runs a few compares per level. So does
+	// the kernel for each syscall number when it loads the filter and
+	// builds its cache of always-allowed calls (Linux 5.11).
+	binaryTree layout = 2
+)
+
+func compile(p *Policy, o Options, l layout) (*Program, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -129,6 +146,13 @@ func compile(p *Policy, o Options) (*Program, error) {
 			}
 		}
 	}
+	if l == binaryTree && treeSafe() {
+		// Each architecture gets its own tree after its arch check; the
+		// override prefix comes before them all and falls through to the
+		// first instruction, whatever the layout. An error leaves the
+		// linear layout, which decides alike.
+		_ = f.SetOptimize(int(binaryTree))
+	}
 	rules, err := exportBPF(f)
 	if err != nil {
 		return nil, err
@@ -142,6 +166,16 @@ func compile(p *Policy, o Options) (*Program, error) {
 		return nil, err
 	}
 	return prog, checkStartable(prog)
+}
+
+// treeSafe reports whether the libseccomp in use (the shared library, not
+// the headers) builds trees that decide like its linear programs.
+// SCMP_FLTATR_CTL_OPTIMIZE is new in 2.5.0, and up to 2.5.3 an
+// architecture with no rule in its tree loses the default action
+// (seccomp/libseccomp#370), as in a policy with no rules.
+func treeSafe() bool {
+	major, minor, micro := libseccomp.GetLibraryVersion()
+	return major > 2 || major == 2 && (minor > 5 || minor == 5 && micro >= 4)
 }
 
 // checkStartable refuses a program that would stop jail's own last steps:

@@ -125,7 +125,7 @@ func BenchmarkCompile(b *testing.B) {
 		require.NoError(b, err)
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := compile(p, Options{}); err != nil {
+				if _, err := compile(p, Options{}, binaryTree); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -21,7 +21,7 @@ func TestPrecompiled(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, err := Load(name)
 			require.NoError(t, err)
-			fresh, err := compile(p, Options{})
+			fresh, err := compile(p, Options{}, binaryTree)
 			require.NoError(t, err)
 			if *update {
 				require.NoError(t, os.WriteFile("policies/"+name+".bpf", rulesOf(t, p), 0o644))
@@ -35,7 +35,7 @@ func TestPrecompiled(t *testing.T) {
 
 // rulesOf is the policy's program before the notify rewrite.
 func rulesOf(t *testing.T, p *Policy) []byte {
-	prog, err := compile(p, Options{Log: true})
+	prog, err := compile(p, Options{Log: true}, binaryTree)
 	require.NoError(t, err)
 	return bytes.Clone(prog.Rules)
 }
