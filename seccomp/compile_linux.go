@@ -24,7 +24,7 @@ var cache = struct {
 // Compile checks p against libseccomp's syscall and architecture tables and
 // returns its BPF program, compiled once per process for each policy and
 // options. Returns an error naming the rule for an unknown syscall or
-// architecture.
+// architecture, or for rules libseccomp cannot compile.
 func Compile(p *Policy, o Options) (*Program, error) {
 	key, err := json.Marshal(struct {
 		P *Policy
@@ -112,6 +112,9 @@ func compile(p *Policy, o Options, l layout) (*Program, error) {
 	overrides := overridingRules(p)
 	if len(overrides) > 0 && len(p.Architectures) > 1 {
 		return nil, fmt.Errorf("seccomp policy: rules[%d] overrides another rule for %s, which needs a policy for the native architecture only", overrides[0], p.Rules[overrides[0]].Names[0])
+	}
+	if err := checkLooping(p, overrides); err != nil {
+		return nil, err
 	}
 	for i, r := range p.Rules {
 		act, err := scmpAction(r.Action, r.Errno)
@@ -205,6 +208,51 @@ func checkStartable(prog *Program) error {
 		}
 	}
 	return nil
+}
+
+// checkLooping refuses two conditional rules for one syscall that make
+// the same ne, lt, le, gt or ge comparison and differ in their other
+// conditions: libseccomp 2.5.4 never returns from adding the second (an
+// endless loop in its rule database), so Compile would hang. The test
+// comes from a random search of small policies: every one that hung had
+// such a pair, and none without one did. It also refuses some pairs
+// libseccomp handles, such as one whose conditions include all of the
+// other's. Rules in the override prefix do not reach libseccomp.
+func checkLooping(p *Policy, overrides []int) error {
+	type comparison struct {
+		name string
+		arg  Arg
+	}
+	first := map[comparison]int{}
+	for i, r := range p.Rules {
+		if slices.Contains(overrides, i) {
+			continue
+		}
+		for _, a := range r.Args {
+			if a.Op == OpEq || a.Op == OpMaskedEq {
+				continue
+			}
+			for _, name := range r.Names {
+				j, ok := first[comparison{name, a}]
+				if !ok {
+					first[comparison{name, a}] = i
+				} else if j != i && !sameConditions(p.Rules[j].Args, r.Args) {
+					return fmt.Errorf("seccomp policy: rules[%d] and rules[%d] both test %s argument %d %s %#x and differ in other conditions, which libseccomp cannot compile (it never returns)", j, i, name, a.Index, a.Op, uint64(a.Value))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// sameConditions reports whether a and b hold the same conditions, in any
+// order.
+func sameConditions(a, b []Arg) bool {
+	byIndex := func(x, y Arg) int { return int(x.Index) - int(y.Index) }
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.SortFunc(a, byIndex)
+	slices.SortFunc(b, byIndex)
+	return slices.Equal(a, b)
 }
 
 // overridingRules returns the indexes of conditional rules that libseccomp
