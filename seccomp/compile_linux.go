@@ -24,7 +24,7 @@ var cache = struct {
 // Compile checks p against libseccomp's syscall and architecture tables and
 // returns its BPF program, compiled once per process for each policy and
 // options. Returns an error naming the rule for an unknown syscall or
-// architecture.
+// architecture, or for rules libseccomp cannot compile.
 func Compile(p *Policy, o Options) (*Program, error) {
 	key, err := json.Marshal(struct {
 		P *Policy
@@ -38,7 +38,7 @@ func Compile(p *Policy, o Options) (*Program, error) {
 	if prog, ok := cache.m[string(key)]; ok {
 		return prog, nil
 	}
-	prog, err := compile(p, o)
+	prog, err := compile(p, o, binaryTree)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,24 @@ func Compile(p *Policy, o Options) (*Program, error) {
 	return prog, nil
 }
 
-func compile(p *Policy, o Options) (*Program, error) {
+// layout is how libseccomp orders a filter's syscall checks: its
+// SCMP_FLTATR_CTL_OPTIMIZE level. Both layouts decide every call alike
+// (TestBinaryTreeDecidesAlike).
+type layout int
+
+const (
+	// linear checks the syscalls one after the other (level 1, the
+	// default): a call runs past the compares of every syscall before
+	// its own, and one no rule names past all of them.
+	linear layout = 1
+	// binaryTree checks them as a tree sorted by syscall number (level 2,
+	// libseccomp 2.5.0): a call runs a few compares per level. So does
+	// the kernel for each syscall number when it loads the filter and
+	// builds its cache of always-allowed calls (Linux 5.11).
+	binaryTree layout = 2
+)
+
+func compile(p *Policy, o Options, l layout) (*Program, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -96,6 +113,9 @@ func compile(p *Policy, o Options) (*Program, error) {
 	if len(overrides) > 0 && len(p.Architectures) > 1 {
 		return nil, fmt.Errorf("seccomp policy: rules[%d] overrides another rule for %s, which needs a policy for the native architecture only", overrides[0], p.Rules[overrides[0]].Names[0])
 	}
+	if err := checkLooping(p, overrides); err != nil {
+		return nil, err
+	}
 	for i, r := range p.Rules {
 		act, err := scmpAction(r.Action, r.Errno)
 		if err != nil {
@@ -129,6 +149,13 @@ func compile(p *Policy, o Options) (*Program, error) {
 			}
 		}
 	}
+	if l == binaryTree && treeSafe() {
+		// Each architecture gets its own tree after its arch check; the
+		// override prefix comes before them all and falls through to the
+		// first instruction, whatever the layout. An error leaves the
+		// linear layout, which decides alike.
+		_ = f.SetOptimize(int(binaryTree))
+	}
 	rules, err := exportBPF(f)
 	if err != nil {
 		return nil, err
@@ -142,6 +169,16 @@ func compile(p *Policy, o Options) (*Program, error) {
 		return nil, err
 	}
 	return prog, checkStartable(prog)
+}
+
+// treeSafe reports whether the libseccomp in use (the shared library, not
+// the headers) builds trees that decide like its linear programs.
+// SCMP_FLTATR_CTL_OPTIMIZE is new in 2.5.0, and up to 2.5.3 an
+// architecture with no rule in its tree loses the default action
+// (seccomp/libseccomp#370), as in a policy with no rules.
+func treeSafe() bool {
+	major, minor, micro := libseccomp.GetLibraryVersion()
+	return major > 2 || major == 2 && (minor > 5 || minor == 5 && micro >= 4)
 }
 
 // checkStartable refuses a program that would stop jail's own last steps:
@@ -171,6 +208,51 @@ func checkStartable(prog *Program) error {
 		}
 	}
 	return nil
+}
+
+// checkLooping refuses two conditional rules for one syscall that make
+// the same ne, lt, le, gt or ge comparison and differ in their other
+// conditions: libseccomp 2.5.4 never returns from adding the second (an
+// endless loop in its rule database), so Compile would hang. The test
+// comes from a random search of small policies: every one that hung had
+// such a pair, and none without one did. It also refuses some pairs
+// libseccomp handles, such as one whose conditions include all of the
+// other's. Rules in the override prefix do not reach libseccomp.
+func checkLooping(p *Policy, overrides []int) error {
+	type comparison struct {
+		name string
+		arg  Arg
+	}
+	first := map[comparison]int{}
+	for i, r := range p.Rules {
+		if slices.Contains(overrides, i) {
+			continue
+		}
+		for _, a := range r.Args {
+			if a.Op == OpEq || a.Op == OpMaskedEq {
+				continue
+			}
+			for _, name := range r.Names {
+				j, ok := first[comparison{name, a}]
+				if !ok {
+					first[comparison{name, a}] = i
+				} else if j != i && !sameConditions(p.Rules[j].Args, r.Args) {
+					return fmt.Errorf("seccomp policy: rules[%d] and rules[%d] both test %s argument %d %s %#x and differ in other conditions, which libseccomp cannot compile (it never returns)", j, i, name, a.Index, a.Op, uint64(a.Value))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// sameConditions reports whether a and b hold the same conditions, in any
+// order.
+func sameConditions(a, b []Arg) bool {
+	byIndex := func(x, y Arg) int { return int(x.Index) - int(y.Index) }
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.SortFunc(a, byIndex)
+	slices.SortFunc(b, byIndex)
+	return slices.Equal(a, b)
 }
 
 // overridingRules returns the indexes of conditional rules that libseccomp

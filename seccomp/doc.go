@@ -7,7 +7,9 @@
 // ([Parse]) and the built-in ones are files in policies/ ([Load]).
 // [Compile] checks every syscall name against libseccomp's table and builds
 // the program with libseccomp in the calling (parent) process, once per
-// policy per process. No libseccomp code runs inside the jail: the child
+// policy per process, as a binary tree of syscall numbers (libseccomp
+// 2.5.4 or later; with an older one, as a linear program that decides
+// alike). No libseccomp code runs inside the jail: the child
 // stage only hands the bytes to the kernel.
 //
 // Kills are reported. A rule whose action is kill, and every syscall of an

@@ -98,6 +98,15 @@ func (p *Program) Verdict(arch uint32, nr int32, args ...uint64) (uint32, error)
 // endian, so each 32-bit word of seccomp_data is stored big endian at the
 // offset where the kernel's native-endian struct has it.
 func Eval(prog []byte, arch uint32, nr int32, args ...uint64) (uint32, error) {
+	vm, err := newVM(prog)
+	if err != nil {
+		return 0, err
+	}
+	return run(vm, arch, nr, args...)
+}
+
+// newVM loads a seccomp program into x/net/bpf's VM.
+func newVM(prog []byte) (*bpf.VM, error) {
 	raw := make([]bpf.RawInstruction, len(prog)/insnSize)
 	for i := range raw {
 		b := prog[insnSize*i:]
@@ -105,12 +114,13 @@ func Eval(prog []byte, arch uint32, nr int32, args ...uint64) (uint32, error) {
 	}
 	insns, ok := bpf.Disassemble(raw)
 	if !ok {
-		return 0, fmt.Errorf("seccomp: program has instructions x/net/bpf does not know")
+		return nil, fmt.Errorf("seccomp: program has instructions x/net/bpf does not know")
 	}
-	vm, err := bpf.NewVM(insns)
-	if err != nil {
-		return 0, err
-	}
+	return bpf.NewVM(insns)
+}
+
+// run runs vm on a seccomp_data built as [Eval] describes.
+func run(vm *bpf.VM, arch uint32, nr int32, args ...uint64) (uint32, error) {
 	data := make([]byte, 64) // struct seccomp_data
 	binary.BigEndian.PutUint32(data[0:], uint32(nr))
 	binary.BigEndian.PutUint32(data[4:], arch)

@@ -196,6 +196,8 @@ func TestCompileRejects(t *testing.T) {
 		{"native missing", "default_action: errno\narchitectures: [x86]\nrules: []", "must include the native"},
 		{"no execve", "default_action: errno\nrules: [{names: [sendmsg], action: allow}]", "must allow execve"},
 		{"no sendmsg for the listener", "default_action: kill\nrules: [{names: [execve], action: allow}]", "must allow sendmsg"},
+		{"a shared gt, then other conditions", "default_action: allow\nrules: [{names: [read], action: errno, args: [{index: 0, op: gt, value: 5}, {index: 1, op: eq, value: 1}]}, {names: [read], action: kill, args: [{index: 2, op: eq, value: 7}, {index: 0, op: gt, value: 5}]}]", "rules[0] and rules[1] both test read argument 0 gt 0x5"},
+		{"a shared ne, on two ABIs", "default_action: allow\narchitectures: [x86_64, x86]\nrules: [{names: [write, read], action: errno, args: [{index: 0, op: ne, value: 5}, {index: 1, op: eq, value: 1}]}, {names: [read], action: errno, args: [{index: 2, op: eq, value: 7}, {index: 0, op: ne, value: 5}]}]", "rules[0] and rules[1] both test read argument 0 ne 0x5"},
 		{"override with lt", "default_action: errno\nrules: [{names: [execve, sendmsg, ioctl], action: allow}, {names: [ioctl], action: kill, args: [{index: 1, op: lt, value: 9}]}]", "may only use eq and masked_eq"},
 	}
 	for _, tt := range tests {
