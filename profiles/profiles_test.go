@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func TestParseRejects(t *testing.T) {
 // FuzzParse: whatever parses must validate, and nothing may panic.
 func FuzzParse(f *testing.F) {
 	for _, n := range Names() {
-		b, err := builtin.ReadFile(n + ".yaml")
+		b, err := os.ReadFile(n + ".yaml")
 		require.NoError(f, err)
 		f.Add(b)
 	}
