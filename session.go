@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"strings"
 	"time"
 
@@ -36,15 +35,33 @@ type SessionSpec struct {
 	Spec Spec `json:"spec"`
 }
 
-var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+// validSessionID reports whether id is 1 to 63 of [A-Za-z0-9_.-], starting
+// with a letter or digit: a session id, or a label key. (Not a regexp: the
+// {0,62} repeat made compiling one cost 0.15 ms of every jail process's
+// start.)
+func validSessionID(id string) bool {
+	if len(id) == 0 || len(id) > 63 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // validate checks the parts of a SessionSpec that are not its Spec.
 func (s *SessionSpec) validate() error {
-	if s.ID != "" && !sessionIDPattern.MatchString(s.ID) {
+	if s.ID != "" && !validSessionID(s.ID) {
 		return &SpecError{Field: "id", Value: s.ID, Err: fmt.Errorf("want 1 to 63 of [A-Za-z0-9_.-], starting with a letter or digit")}
 	}
 	for k := range s.Labels {
-		if k == "" || len(k) > 63 || !sessionIDPattern.MatchString(k) {
+		if k == "" || len(k) > 63 || !validSessionID(k) {
 			return &SpecError{Field: "labels", Value: k, Err: fmt.Errorf("a label key is 1 to 63 of [A-Za-z0-9_.-], starting with a letter or digit")}
 		}
 	}

@@ -464,7 +464,7 @@ func (st *sessionState) pidfdOf() (int, error) {
 // there is none, and cleans up (and returns ErrNotFound for) a session
 // that has ended.
 func (m *Sessions) Get(id string) (*Session, error) {
-	if !sessionIDPattern.MatchString(id) {
+	if !validSessionID(id) {
 		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	base, err := m.dir()

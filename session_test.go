@@ -2,6 +2,8 @@ package jail
 
 import (
 	"context"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +138,11 @@ func TestSessionsAPI(t *testing.T) {
 	_, err = m.Get("api")
 	assert.ErrorIs(t, err, ErrNotFound)
 	assert.ErrorIs(t, s.Command(ctx, "true").Run(), ErrNotFound)
+}
+
+func TestValidSessionID(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+	for _, id := range []string{"", "a", "A9", "_a", "-a", ".a", "a_b.c-d", "a/b", "a b", "é", "a\x00", strings.Repeat("x", 63), strings.Repeat("x", 64), "9" + strings.Repeat("-", 62)} {
+		assert.Equal(t, re.MatchString(id), validSessionID(id), "%q", id)
+	}
 }
