@@ -53,7 +53,8 @@ type Cmd struct {
 	// Logger receives debug and lifecycle records; nil discards them.
 	Logger *slog.Logger
 	// HelperPath is the executable re-executed as the jail's child stage; it
-	// must link package jail (or nsexec). Empty means /proc/self/exe.
+	// must link package jail (or nsexec). Empty means the stage embedded in
+	// package nsexec where there is one (amd64), else /proc/self/exe.
 	HelperPath string
 	// Result is the report of the run, set by Wait (and by Start when it
 	// fails).

@@ -26,8 +26,10 @@
 //	if err := c.Run(); err != nil { ... } // jail could not run it
 //	fmt.Println(c.Result.Status, c.Result.Stdout)
 //
-// Importing this package links the child stage (package nsexec), a cgo
-// constructor that takes over the process before main when jail re-executes
-// the binary as "jail:init". A program that embeds jail therefore needs cgo
-// and must not strip the constructor; it needs nothing else.
+// Importing this package links the child stage (package nsexec): on amd64
+// a small C binary embedded in it, run from a sealed memfd, and everywhere a
+// cgo constructor that takes over the process before main when jail
+// re-executes the binary as "jail:init" (other architectures, or
+// Cmd.HelperPath). A program that embeds jail therefore needs cgo and must
+// not strip the constructor; it needs nothing else.
 package jail

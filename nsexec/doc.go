@@ -3,15 +3,24 @@
 // and the C stage (nsexec.c and the files beside it) that carries the plan out before the Go runtime
 // starts.
 //
-// # Linking the child stage
+// # The child stage
 //
-// The child role is taken by a cgo constructor that runs before main in every
-// binary that links this package, when argv[0] is "jail:init" or "jail:exec". Importing the
-// root package github.com/jailrt/jail links it; a program that starts jails
-// from a binary that does not import jail must import this package for its
-// side effect, as runc does with nsenter:
+// On amd64, [Start] runs the stage from a small static binary embedded in
+// this package (stage/build.sh links the C files with musl; `go generate
+// ./nsexec` rebuilds it, reproducibly), from a memfd sealed against any
+// change, with execveat. The same C code is also linked into every binary
+// that imports this package as a cgo constructor that runs before main when
+// argv[0] is "jail:init" or "jail:exec": that is the stage where none is
+// embedded, or when [Config.Path] names a program. Importing the root
+// package github.com/jailrt/jail links it; a program that starts jails with
+// a helper binary that does not import jail must import this package for
+// its side effect, as runc does with nsenter:
 //
 //	import _ "github.com/jailrt/jail/nsexec"
+//
+// The stage is started by spawn.c with clone3(CLONE_VM) on a stack of its
+// own, so that the parent's memory is not copied for each jail; see
+// ARCHITECTURE.md.
 //
 // The package knows nothing about policy: it does not decide which mounts,
 // ids or limits a jail gets, it only encodes what the caller computed and
