@@ -77,42 +77,6 @@ static long clone3_run(struct clone_args *args, int (*fn)(void *), void *arg)
 			 : "rcx", "r11", "memory");
 	return ret;
 }
-#elif defined(__aarch64__)
-const int jail_spawn_supported = 1;
-static inline long raw6(long n, long a, long b, long c, long d, long e, long f)
-{
-	register long x8 __asm__("x8") = n;
-	register long x0 __asm__("x0") = a;
-	register long x1 __asm__("x1") = b;
-	register long x2 __asm__("x2") = c;
-	register long x3 __asm__("x3") = d;
-	register long x4 __asm__("x4") = e;
-	register long x5 __asm__("x5") = f;
-	__asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
-	return x0;
-}
-
-static long clone3_run(struct clone_args *args, int (*fn)(void *), void *arg)
-{
-	register long x8 __asm__("x8") = SYS_clone3;
-	register long x0 __asm__("x0") = (long)args;
-	register long x1 __asm__("x1") = sizeof *args;
-	register void *x19 __asm__("x19") = (void *)fn;
-	register void *x20 __asm__("x20") = arg;
-	__asm__ volatile("svc 0\n\t"
-			 "cbnz x0, 1f\n\t"
-			 "mov x29, xzr\n\t"
-			 "mov x0, x20\n\t"
-			 "blr x19\n\t"
-			 "mov x8, %[exit]\n\t"
-			 "svc 0\n\t"
-			 "brk #0\n"
-			 "1:"
-			 : "+r"(x0)
-			 : "r"(x8), "r"(x1), "r"(x19), "r"(x20), [exit] "i"(SYS_exit)
-			 : "x30", "memory");
-	return x0;
-}
 #else
 const int jail_spawn_supported = 0;
 static inline long raw6(long n, long a, long b, long c, long d, long e, long f)

@@ -22,7 +22,9 @@ import (
 )
 
 // useSpawn is false where spawn.c has no clone3 trampoline for the
-// architecture; tests turn it off to check the fallback.
+// architecture (it has one for amd64 only, the one CI runs: an untested
+// trampoline would be worse than the fallback's fork); tests turn it off
+// to check the fallback.
 var useSpawn = C.jail_spawn_supported != 0
 
 // checkAttr refuses the fields of attr that neither spawn path carries out
