@@ -3,6 +3,7 @@ package nsexec
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -151,4 +152,50 @@ func BenchmarkStart(b *testing.B) {
 		})
 	}
 	runtime.KeepAlive(ballast)
+}
+
+// TestSpawnExecFD checks that an executable passed by descriptor (the
+// embedded stage's memfd) is run even when its number is one the layout
+// gives another file: it is moved out of the way first.
+func TestSpawnExecFD(t *testing.T) {
+	if !useSpawn {
+		t.Skip("spawn.c has no trampoline for this architecture")
+	}
+	exe, err := os.Open("/bin/sh")
+	require.NoError(t, err)
+	defer exe.Close()
+	script, err := os.CreateTemp(t.TempDir(), "script")
+	require.NoError(t, err)
+	_, err = script.WriteString("echo ran $0\n")
+	require.NoError(t, err)
+	_, err = script.Seek(0, 0)
+	require.NoError(t, err)
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer pr.Close()
+	files := []*os.File{script, pw, pw}
+	for len(files) <= int(exe.Fd()) {
+		f, err := os.Open(os.DevNull)
+		require.NoError(t, err)
+		defer f.Close()
+		files = append(files, f)
+	}
+	done := make(chan struct{})
+	var pid int
+	var pidfd *os.File
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		pid, pidfd, err = spawn("/nonexistent", exe, "sh", files, &syscall.SysProcAttr{})
+		if err == nil {
+			_, err = wait4(pid)
+			pidfd.Close()
+		}
+	}()
+	<-done
+	pw.Close()
+	require.NoError(t, err)
+	out, _ := io.ReadAll(pr)
+	assert.Equal(t, "ran sh\n", string(out), "descriptor %d, %d files", exe.Fd(), len(files))
 }

@@ -114,7 +114,7 @@ static int child(void *arg)
 	struct child_ctx *c = arg;
 	const struct spawn_req *r = c->req;
 	long e = 0;
-	int i, nextfd, errfd = c->err_fd;
+	int i, nextfd, errfd = c->err_fd, exec_fd = r->exec_fd;
 
 	if (r->ambient && (e = raw2(SYS_prctl, PR_SET_KEEPCAPS, 1)) < 0) goto fail;
 	if (c->release_fd >= 0) {
@@ -157,9 +157,15 @@ static int child(void *arg)
 	nextfd = r->nfds > errfd ? r->nfds : errfd + 1;
 	for (i = 0; i < r->nfds; i++)
 		if (c->fd[i] >= nextfd) nextfd = c->fd[i] + 1;
-	/* The error pipe moves above them all first, where nothing lands. */
+	if (r->exec_fd >= nextfd) nextfd = r->exec_fd + 1;
+	/* The error pipe and the executable move above them all first, where
+	 * nothing lands. */
 	if ((e = raw3(SYS_dup3, errfd, nextfd, O_CLOEXEC)) < 0) goto fail;
 	errfd = nextfd++;
+	if (exec_fd >= 0) {
+		if ((e = raw3(SYS_dup3, exec_fd, nextfd, O_CLOEXEC)) < 0) goto fail;
+		exec_fd = nextfd++;
+	}
 	for (i = 0; i < r->nfds; i++) {
 		if (c->fd[i] >= 0 && c->fd[i] < i) {
 			if ((e = raw3(SYS_dup3, c->fd[i], nextfd, O_CLOEXEC)) < 0) goto fail;
@@ -177,7 +183,7 @@ static int child(void *arg)
 		uint64_t none = 0;
 		if ((e = raw4(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none)) < 0) goto fail;
 	}
-	if (r->exec_fd >= 0) e = raw6(SYS_execveat, r->exec_fd, (long)"", (long)r->argv, (long)r->envp, AT_EMPTY_PATH, 0);
+	if (exec_fd >= 0) e = raw6(SYS_execveat, exec_fd, (long)"", (long)r->argv, (long)r->envp, AT_EMPTY_PATH, 0);
 	else e = raw3(SYS_execve, r->path, r->argv, r->envp);
 fail: {
 	int err = (int)-e;

@@ -64,7 +64,7 @@ var embeddedStage = sync.OnceValue(func() *os.File {
 	if err != nil {
 		return nil
 	}
-	f := os.NewFile(uintptr(fd), "jail-stage")
+	f := os.NewFile(uintptr(fd), "memfd:jail-stage")
 	const sealExec = 0x20 // F_SEAL_EXEC, Linux 6.3: the mode cannot change either
 	if _, err := f.Write(stageELF); err != nil {
 		f.Close()
@@ -84,10 +84,9 @@ var embeddedStage = sync.OnceValue(func() *os.File {
 // its pidfd. Called on a locked thread: that thread is the child's parent
 // for Pdeathsig.
 func spawn(path string, exe *os.File, argv0 string, files []*os.File, attr *syscall.SysProcAttr) (int, *os.File, error) {
-	if exe != nil && !useSpawn {
-		path = "/proc/self/fd/" + strconv.Itoa(int(exe.Fd()))
-	}
 	if !useSpawn {
+		// No embedded stage here: /proc/self/fd/N would be resolved after
+		// the descriptors are laid out, which may have put another file at N.
 		fds := make([]uintptr, len(files))
 		for i, f := range files {
 			fds[i] = f.Fd()
@@ -169,6 +168,9 @@ func spawn(path string, exe *os.File, argv0 string, files []*os.File, attr *sysc
 	if ret < 0 {
 		errno := syscall.Errno(-ret)
 		if childErr != 0 {
+			if exe != nil {
+				path = exe.Name()
+			}
 			return 0, nil, &os.PathError{Op: "fork/exec", Path: path, Err: errno}
 		}
 		return 0, nil, os.NewSyscallError("spawn", errno)
