@@ -3,14 +3,17 @@ package nsexec
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -198,4 +201,71 @@ func TestSpawnExecFD(t *testing.T) {
 	require.NoError(t, err)
 	out, _ := io.ReadAll(pr)
 	assert.Equal(t, "ran sh\n", string(out), "descriptor %d, %d files", exe.Fd(), len(files))
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("JAIL_TEST_SPAWN_KILLED") == "1" {
+		// The parent of TestSpawnParentKilled: dies inside spawn.
+		killAfterClone()
+		runtime.LockOSThread()
+		devnull, _ := os.Open(os.DevNull)
+		_, _, err := spawn("/bin/true", nil, "true", []*os.File{devnull, devnull, devnull}, &syscall.SysProcAttr{
+			Cloneflags:  unix.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+			Pdeathsig:   syscall.SIGKILL,
+		})
+		panic(fmt.Sprintf("spawn returned (%v) in a parent that should be dead", err))
+	}
+	os.Exit(m.Run())
+}
+
+// TestSpawnParentKilled kills a parent between the clone and the release
+// of its child (which waits for its id maps): the child must see it and
+// exit, not wait for ever (the fault-injection soak found one that did).
+// This process is the subreaper, so the orphan is its child to wait for.
+func TestSpawnParentKilled(t *testing.T) {
+	if !useSpawn {
+		t.Skip("spawn.c has no trampoline for this architecture")
+	}
+	require.NoError(t, unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	// stderr is a file, not a pipe: an orphan that still waits would hold
+	// a pipe's write end, and os/exec's Wait would wait with it.
+	stderr, err := os.CreateTemp(t.TempDir(), "stderr")
+	require.NoError(t, err)
+	defer stderr.Close()
+	cmd := exec.Command("/proc/self/exe", "-test.run=^$")
+	cmd.Env = append(os.Environ(), "JAIL_TEST_SPAWN_KILLED=1")
+	cmd.Stderr = stderr
+	err = cmd.Run()
+	msg, _ := os.ReadFile(stderr.Name())
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stderr: %s", msg)
+	require.Equal(t, "signal: killed", ee.ProcessState.String(), "stderr: %s", msg)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if pid > 0 {
+			assert.Equal(t, 126, ws.ExitStatus(), "the orphaned child's status")
+			return
+		}
+		require.NoError(t, err, "no orphan to wait for")
+		if time.Now().After(deadline) {
+			// Kill the orphans by pid (we are their reaper: a pid stays
+			// theirs until we wait for it) so the test ends.
+			tasks, _ := filepath.Glob("/proc/self/task/*/children")
+			for _, f := range tasks {
+				b, _ := os.ReadFile(f)
+				for _, p := range strings.Fields(string(b)) {
+					if n, err := strconv.Atoi(p); err == nil {
+						_ = unix.Kill(n, unix.SIGKILL)
+					}
+				}
+			}
+			t.Fatal("the child of a killed parent still waits for its release after 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

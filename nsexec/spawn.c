@@ -31,6 +31,10 @@
 
 struct rlimit jail_nofile_at_start;
 
+/* For TestSpawnParentKilled only: the parent SIGKILLs itself right after
+ * the clone, before it writes the maps and releases the child. */
+int jail_spawn_test_kill_after_clone;
+
 /* Before main, so before the Go runtime raises the soft limit. */
 __attribute__((constructor)) static void save_nofile(void)
 {
@@ -102,7 +106,7 @@ static long clone3_run(struct clone_args *args, int (*fn)(void *), void *arg)
 struct child_ctx {
 	const struct spawn_req *req;
 	int *fd;
-	int release_fd, err_fd;
+	int release_fd, release_w, err_fd;
 	pid_t ppid;
 };
 
@@ -119,6 +123,9 @@ static int child(void *arg)
 	if (r->ambient && (e = raw2(SYS_prctl, PR_SET_KEEPCAPS, 1)) < 0) goto fail;
 	if (c->release_fd >= 0) {
 		char b = 0;
+		/* Our copy of the write end: without closing it a parent killed
+		 * before it releases us would leave us waiting for ever. */
+		raw1(SYS_close, c->release_w);
 		do e = raw3(SYS_read, c->release_fd, &b, 1);
 		while (e == -EINTR);
 		if (e != 1) return 126; /* the parent gave up on us and reports why */
@@ -228,6 +235,7 @@ long jail_spawn(const struct spawn_req *r, int *pidfd, int *child_err)
 	if (pipe2(errp, O_CLOEXEC) < 0) goto fail_errno;
 	if ((r->uid_map || r->gid_map) && pipe2(rel, O_CLOEXEC) < 0) goto fail_errno;
 	c.release_fd = rel[0];
+	c.release_w = rel[1];
 	c.err_fd = errp[1];
 	stack = mmap(NULL, STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	if (stack == MAP_FAILED) goto fail_errno;
@@ -256,6 +264,7 @@ long jail_spawn(const struct spawn_req *r, int *pidfd, int *child_err)
 	}
 	close(errp[1]);
 	errp[1] = -1;
+	if (jail_spawn_test_kill_after_clone) kill(getpid(), SIGKILL);
 	if (rel[0] >= 0) {
 		close(rel[0]);
 		rel[0] = -1;

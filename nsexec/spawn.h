@@ -40,6 +40,8 @@ struct spawn_req {
  * when the child itself failed (then it has exited, and must be reaped). */
 long jail_spawn(const struct spawn_req *req, int *pidfd, int *child_err);
 
+extern int jail_spawn_test_kill_after_clone;
+
 /* jail_spawn_supported is 0 on architectures without the clone3 trampoline. */
 extern const int jail_spawn_supported;
 

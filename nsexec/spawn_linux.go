@@ -315,3 +315,7 @@ func (s *stdio) wait(waitErr error) error {
 // nofileAtStart is RLIMIT_NOFILE's soft limit before the Go runtime raised
 // it, for the tests.
 func nofileAtStart() uint64 { return uint64(C.jail_nofile_at_start.rlim_cur) }
+
+// killAfterClone makes this process SIGKILL itself in spawn right after
+// the clone, for TestSpawnParentKilled.
+func killAfterClone() { C.jail_spawn_test_kill_after_clone = 1 }
