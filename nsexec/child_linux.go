@@ -259,6 +259,31 @@ func (c *Child) Send(m Msg) error {
 	return err
 }
 
+// SendBytes sends one datagram of a role's own protocol on the sync
+// socket, after GO (the files helper's request).
+func (c *Child) SendBytes(b []byte) error {
+	_, err := c.sync.Write(b)
+	return err
+}
+
+// RecvBytes reads one datagram of a role's own protocol, of at most max
+// bytes (a longer one is an error). It returns io.EOF once the stage is
+// gone.
+func (c *Child) RecvBytes(max int) ([]byte, error) {
+	b := make([]byte, max+1)
+	n, err := c.sync.Read(b)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, io.EOF
+	}
+	if n > max {
+		return nil, fmt.Errorf("sync datagram longer than %d bytes", max)
+	}
+	return b[:n], nil
+}
+
 // Recv reads one sync message and the descriptor attached to it, which
 // only MsgPTY carries; the caller owns the file. It returns io.EOF once
 // the stage is gone.

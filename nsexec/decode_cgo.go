@@ -76,6 +76,7 @@ var cConstants = map[string]int64{
 	"PLAN_JOIN":                  C.PLAN_JOIN,
 	"PROCESS_MAGIC":              C.PROCESS_MAGIC,
 	"EXEC_ARG0 length":           int64(len(C.EXEC_ARG0)),
+	"FILES_ARG0 length":          int64(len(C.FILES_ARG0)),
 	"TAG_JOIN":                   C.TAG_JOIN,
 	"JOINABLE_NS":                C.JOINABLE_NS,
 	"MSG_PTY":                    C.MSG_PTY,

@@ -377,12 +377,17 @@ static int stage_main(const char *name, int (*run)(struct plan *, const char **)
 }
 
 /* jail_stage_main runs the stage, and never returns, when argv[0] names
- * a role ("jail:init" or "jail:exec"); else it returns at once. */
+ * a role ("jail:init" or "jail:exec"); else it returns at once. The files
+ * role ("jail:files", files.c) returns once it has joined, for the Go
+ * runtime to serve the operation; it exists only where there is one. */
 void jail_stage_main(int argc, char **argv)
 {
 	if (argc < 1 || argv == NULL || argv[0] == NULL) return;
 	if (strcmp(argv[0], INIT_ARG0) == 0) _exit(stage_main("jail:init", run_init));
 	if (strcmp(argv[0], EXEC_ARG0) == 0) _exit(stage_main("jail:exec", run_join));
+#ifndef JAIL_STAGE_MAIN
+	if (strcmp(argv[0], FILES_ARG0) == 0) files_main();
+#endif
 }
 
 #ifndef JAIL_STAGE_MAIN

@@ -10,6 +10,7 @@
 
 #define INIT_ARG0 "jail:init"
 #define EXEC_ARG0 "jail:exec"
+#define FILES_ARG0 "jail:files"
 #define PLAN_FD 3 /* read end of the plan pipe */
 #define SYNC_FD 4 /* our end of the SOCK_SEQPACKET sync socket */
 #define CGROUP_FD 5 /* the first cgroup v1 "tasks" file to write "0" to */

@@ -54,6 +54,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"PLAN_JOIN":                  int64(FlagJoin),
 		"PROCESS_MAGIC":              processMagic,
 		"EXEC_ARG0 length":           int64(len(ExecArg0)),
+		"FILES_ARG0 length":          int64(len(FilesArg0)),
 		"TAG_JOIN":                   tagJoin,
 		"JOINABLE_NS":                joinableNS,
 		"MSG_PTY":                    int64(MsgPTY),

@@ -15,6 +15,11 @@ const (
 	// ExecArg0 is argv[0] of the helper that joins a running jail (a
 	// session) and runs one process in it.
 	ExecArg0 = "jail:exec"
+	// FilesArg0 is argv[0] of the helper that joins a session's user and
+	// mount namespaces as its workload's user and hands over to the Go
+	// runtime, which serves one file operation ([FilesHelper]). It is only
+	// ever a re-execution of a Go program that links this package.
+	FilesArg0 = "jail:files"
 	// PlanFD is the child's fd for the read end of the plan pipe.
 	PlanFD = 3
 	// SyncFD is the child's end of the sync socket.

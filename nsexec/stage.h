@@ -133,6 +133,12 @@ extern int host_proc; /* a join helper's host /proc, opened before it enters the
 int open_terminal(struct plan *p);
 void close_terminal_slave(void);
 void run_workload(struct plan *p, int errfd) __attribute__((noreturn));
+int drop_bounding_set(void);
+int clear_capabilities(void);
+int apply_landlock(const struct plan *p);
+
+/* files.c (not in the standalone stage) */
+void files_main(void);
 
 /* session.c */
 int session_loop(struct plan *p);

@@ -43,7 +43,7 @@ int open_terminal(struct plan *p)
 /* drop_bounding_set empties the bounding and ambient sets. It needs
  * CAP_SETPCAP, so it runs before the ids change: setresuid from a real root
  * (no user namespace) to another id clears the permitted set. */
-static int drop_bounding_set(void)
+int drop_bounding_set(void)
 {
 	for (int c = 0; c < 64; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL) return -1;
@@ -51,7 +51,7 @@ static int drop_bounding_set(void)
 }
 
 /* clear_capabilities empties the effective, permitted and inheritable sets. */
-static int clear_capabilities(void)
+int clear_capabilities(void)
 {
 	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct d[2] = {{0}};
@@ -78,7 +78,7 @@ static int clear_capabilities(void)
  * skipped, no mount namespace) opens its path, never through a symlink,
  * and is skipped if the path does not exist or is out of our reach: a rule
  * left out grants less. */
-static int apply_landlock(const struct plan *p)
+int apply_landlock(const struct plan *p)
 {
 	struct { uint64_t handled_access_fs, handled_access_net, scoped; } attr = {p->landlock_fs, 0, p->landlock_scoped};
 	int rfd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
