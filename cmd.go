@@ -75,7 +75,9 @@ type Cmd struct {
 	// the command runs: the session is not idle meanwhile.
 	ctl *os.File
 	// execID names a command of a session in its Result.
-	execID  string
+	execID string
+	// files: this is a session's files helper (fileOp), not a command.
+	files   bool
 	child   *nsexec.Child
 	stdout  *capture.Buffer
 	stderr  *capture.Buffer

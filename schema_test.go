@@ -37,9 +37,10 @@ var schemaDefs = map[reflect.Type]string{
 // sessionSchemaDefs is schemaDefs for the session document; it shares the
 // result's isolation.
 var sessionSchemaDefs = map[reflect.Type]string{
-	reflect.TypeFor[SessionInfo]():  "#",
-	reflect.TypeFor[SessionUsage](): "#/$defs/usage",
-	reflect.TypeFor[Isolation]():    "result.schema.json#/$defs/isolation",
+	reflect.TypeFor[SessionInfo]():   "#",
+	reflect.TypeFor[SessionUsage]():  "#/$defs/usage",
+	reflect.TypeFor[WorkspaceInfo](): "#/$defs/workspace",
+	reflect.TypeFor[Isolation]():     "result.schema.json#/$defs/isolation",
 }
 
 // ownDefs are the entries of defs that its file itself defines.

@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path"
 	"reflect"
 	"strings"
 	"time"
 
 	"github.com/jailrt/jail/cgroup"
+	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/nsexec"
 )
 
@@ -30,10 +32,98 @@ type SessionSpec struct {
 	// IdleTimeout ends the session once no command has run in it for
 	// this long; 0: never.
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// Workspace is where the session's files live; the zero value is a
+	// tmpfs of DefaultWorkspaceBytes at /workspace.
+	Workspace Workspace `json:"workspace,omitzero"`
 	// Spec is the jail. Its limits bound every command together; its
-	// Timeout, CPUTime, Env and Cwd are each command's defaults.
+	// Timeout, CPUTime, Env and Cwd are each command's defaults (Cwd
+	// defaults to the workspace).
 	Spec Spec `json:"spec"`
 }
+
+// Workspace types.
+const (
+	// WorkspaceTmpfs is a tmpfs at /workspace, owned by the workload's
+	// user. Its pages are memory: with a memory limit they count against
+	// the session's, files and processes together.
+	WorkspaceTmpfs = "tmpfs"
+	// WorkspaceNone is no workspace: the session has the Spec's mounts
+	// only.
+	WorkspaceNone = "none"
+)
+
+// WorkspacePath is where a session's workspace is mounted.
+const WorkspacePath = "/workspace"
+
+// DefaultWorkspaceBytes is the size of a workspace whose SizeBytes is 0.
+const DefaultWorkspaceBytes = 256 << 20
+
+// Workspace is a session's writable place for files, mounted at
+// /workspace, the default working directory of its commands.
+type Workspace struct {
+	// Type is "tmpfs" (the default) or "none".
+	Type string `json:"type,omitempty"`
+	// SizeBytes bounds a tmpfs workspace; 0 means DefaultWorkspaceBytes.
+	SizeBytes int64 `json:"size_bytes,omitempty"`
+}
+
+// ParseWorkspace parses the command line's "tmpfs[:SIZE]" or "none".
+func ParseWorkspace(unsafeArg string) (Workspace, error) {
+	typ, size, hasSize := strings.Cut(unsafeArg, ":")
+	w := Workspace{Type: typ}
+	if hasSize {
+		n, err := mounts.ParseSize(size)
+		if err != nil {
+			return Workspace{}, &SpecError{Field: "workspace", Value: unsafeArg, Err: err}
+		}
+		w.SizeBytes = n
+	}
+	return w, w.validate()
+}
+
+func (w Workspace) validate() error {
+	switch w.Type {
+	case "", WorkspaceTmpfs:
+		if w.SizeBytes < 0 || w.SizeBytes > mounts.MaxTmpfsBytes {
+			return &SpecError{Field: "workspace.size_bytes", Value: fmt.Sprint(w.SizeBytes), Err: fmt.Errorf("want 0 (%d) to %d", DefaultWorkspaceBytes, mounts.MaxTmpfsBytes)}
+		}
+	case WorkspaceNone:
+		if w.SizeBytes != 0 {
+			return &SpecError{Field: "workspace.size_bytes", Value: fmt.Sprint(w.SizeBytes), Err: errors.New("a size needs a workspace")}
+		}
+	case "dir", "overlay":
+		return &SpecError{Field: "workspace.type", Value: w.Type, Err: errors.New("not available in this version: only tmpfs (or none) is; a host directory with a quota and an overlay root are planned")}
+	default:
+		return &SpecError{Field: "workspace.type", Value: w.Type, Err: errors.New("want tmpfs or none")}
+	}
+	return nil
+}
+
+// apply returns the Spec of a session with workspace w: a tmpfs
+// at WorkspacePath, and the default working directory there.
+func (w Workspace) apply(spec Spec) (Spec, error) {
+	if w.Type == WorkspaceNone {
+		return spec, nil
+	}
+	for _, m := range spec.Mounts {
+		if path.Clean(m.Target) == WorkspacePath || strings.HasPrefix(m.Target, WorkspacePath+"/") {
+			return Spec{}, &SpecError{Field: "mounts", Value: m.Target, Err: errors.New("is the session's workspace (use workspace none to mount your own there)")}
+		}
+	}
+	size := w.SizeBytes
+	if size == 0 {
+		size = DefaultWorkspaceBytes
+	}
+	spec.Mounts = append(append([]mounts.Mount{}, spec.Mounts...), mounts.Mount{Type: mounts.Tmpfs, Target: WorkspacePath, SizeBytes: size})
+	if spec.Cwd == "" {
+		spec.Cwd = WorkspacePath
+	}
+	return spec, nil
+}
+
+// ValidSessionID reports whether id can name a session: 1 to 63 of
+// [A-Za-z0-9_.-], starting with a letter or digit.
+func ValidSessionID(id string) bool { return validSessionID(id) }
 
 // validSessionID reports whether id is 1 to 63 of [A-Za-z0-9_.-], starting
 // with a letter or digit: a session id, or a label key. (Not a regexp: the
@@ -71,7 +161,7 @@ func (s *SessionSpec) validate() error {
 	if s.IdleTimeout < 0 {
 		return &SpecError{Field: "idle_timeout", Value: s.IdleTimeout.String(), Err: fmt.Errorf("is negative")}
 	}
-	return nil
+	return s.Workspace.validate()
 }
 
 // commandSpec returns the Spec of a command of a session: the session's,
@@ -133,8 +223,23 @@ type SessionInfo struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 	// Usage is what the session's cgroup measured, or null without one.
 	Usage *SessionUsage `json:"usage"`
+	// Workspace is the session's workspace, or null without one.
+	Workspace *WorkspaceInfo `json:"workspace"`
 	// Isolation says what is in force, as in a run's report.
 	Isolation Isolation `json:"isolation"`
+}
+
+// WorkspaceInfo describes a session's workspace.
+type WorkspaceInfo struct {
+	// Type is "tmpfs".
+	Type string `json:"type"`
+	// Path is where commands see it.
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size_bytes"`
+	// UsedBytes is what its files take, as statfs(2) counts it inside the
+	// jail; null when it could not be asked (a paused or ended session, or
+	// Inspect without it).
+	UsedBytes *int64 `json:"used_bytes"`
 }
 
 // SessionUsage is what a session used so far, every command and orphan
@@ -158,6 +263,7 @@ type sessionState struct {
 	CreatedAt   time.Time         `json:"created_at"`
 	TTL         time.Duration     `json:"ttl"`
 	IdleTimeout time.Duration     `json:"idle_timeout"`
+	Workspace   Workspace         `json:"workspace"`
 	Paused      bool              `json:"paused,omitempty"`
 	// PID, StartTime and PIDNS identify the session's PID 1: a pid alone
 	// could be another process by now (firejail CVE-2022-31214).

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jailrt/jail/cgroup"
+	"github.com/jailrt/jail/internal/jailfs"
 	"github.com/jailrt/jail/internal/procfs"
 	"github.com/jailrt/jail/nsexec"
 )
@@ -169,9 +170,19 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	}
 	defer lock.Close()
 
-	c := &Cmd{ctx: ctx, Spec: ss.Spec, Args: []string{"session"}, HelperPath: m.HelperPath, Logger: m.Logger, started: true}
+	spec, err := ss.Workspace.apply(ss.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if ss.Workspace.Type == "" {
+		ss.Workspace.Type = WorkspaceTmpfs
+	}
+	if ss.Workspace.Type == WorkspaceTmpfs && ss.Workspace.SizeBytes == 0 {
+		ss.Workspace.SizeBytes = DefaultWorkspaceBytes
+	}
+	c := &Cmd{ctx: ctx, Spec: spec, Args: []string{"session"}, HelperPath: m.HelperPath, Logger: m.Logger, started: true}
 	st := sessionState{Schema: sessionStateSchema, ID: ss.ID, Labels: ss.Labels, TTL: ss.TTL, IdleTimeout: ss.IdleTimeout,
-		Spec: ss.Spec}
+		Workspace: ss.Workspace, Spec: spec}
 	var files []*os.File
 	var ctl *os.File
 	steps := []hostStep{
@@ -669,10 +680,18 @@ func (c *Cmd) joinSteps() []hostStep {
 				files = append(files, os.NewFile(uintptr(pidfd), "pidfd"))
 			}
 			pidfd = -1
+			if c.files {
+				return c.spawn(nsexec.FilesArg0, files)
+			}
 			return c.spawn(nsexec.ExecArg0, files)
 		}, undo: c.abort},
 		{name: "ready", do: c.awaitReady},
-		{name: "go", do: c.release},
+		{name: "go", do: func() error {
+			if c.files {
+				return c.releaseFiles()
+			}
+			return c.release()
+		}},
 	}
 }
 
@@ -700,11 +719,16 @@ func (c *Cmd) planJoin(st *sessionState) error {
 		l.proc.Flags |= nsexec.FlagTTY
 	}
 	l.iso.NotEnforced = append([]string{}, l.iso.NotEnforced...)
+	if c.files {
+		l.planFiles()
+	}
 	c.l = l
 	return nil
 }
 
-// Inspect returns the session's document (jail.session/v1): state, deadlines, usage.
+// Inspect returns the session's document (jail.session/v1): state,
+// deadlines, usage, and the workspace's used bytes (asked in the jail, by
+// a files helper, when the session is running).
 func (s *Session) Inspect() (*SessionInfo, error) {
 	base, err := s.m.dir()
 	if err != nil {
@@ -732,6 +756,18 @@ func (s *Session) Inspect() (*SessionInfo, error) {
 	}
 	if fd >= 0 {
 		unix.Close(fd)
+	}
+	if st.Workspace.Type == WorkspaceTmpfs {
+		info.Workspace = &WorkspaceInfo{Type: st.Workspace.Type, Path: WorkspacePath, SizeBytes: st.Workspace.SizeBytes}
+		if info.State == SessionRunning {
+			// Asked in the jail: the host resolves no path of it.
+			rep, err := s.fileOp(context.Background(), jailfs.Request{Op: jailfs.OpStatfs, Path: WorkspacePath}, nil, nil)
+			if err == nil && rep.Statfs != nil {
+				info.Workspace.UsedBytes = &rep.Statfs.UsedBytes
+			} else {
+				s.m.log().Debug("workspace usage", "id", s.id, "err", err)
+			}
+		}
 	}
 	if st.CgroupName != "" {
 		if g, err := cgroup.Load(st.Cgroup, st.CgroupName); err == nil {
