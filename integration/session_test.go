@@ -68,7 +68,7 @@ func TestSessionLifecycle(t *testing.T) {
 	// to the session's and can be overridden.
 	sessOK(t, dir, "exec", id, "--", "sh", "-c", "echo kept > /tmp/note")
 	assert.Equal(t, "kept\n", sessOK(t, dir, "exec", id, "--", "cat", "/tmp/note"))
-	assert.Equal(t, "hello /tmp\n", sessOK(t, dir, "exec", id, "--", "sh", "-c", `echo "$GREETING" "$PWD"`))
+	assert.Equal(t, "hello /workspace\n", sessOK(t, dir, "exec", id, "--", "sh", "-c", `echo "$GREETING" "$PWD"`))
 	assert.Equal(t, "bye /etc\n", sessOK(t, dir, "exec", "--env", "GREETING=bye", "--cwd", "/etc", id, "--", "sh", "-c", `echo "$GREETING" "$PWD"`))
 
 	// The command is in the session's namespaces (time: the one PID 1

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,13 +33,15 @@ $XDG_RUNTIME_DIR/jail otherwise), 0700, so one user's sessions are invisible to 
 		Example: `  id=$(jail session create --profile strict --memory 512M --idle-timeout 10m)
   jail session exec "$id" -- sh -c 'echo hi > /tmp/greeting'
   jail session exec --json "$id" -- cat /tmp/greeting
+  jail session put "$id" main.py /tmp/ && jail session get "$id" /tmp/out.txt -
   jail session rm "$id"`,
 	}
 	root.PersistentFlags().StringVar(&stateDir, "state-dir", "", "directory of the sessions' state (default $JAIL_STATE_DIR, /run/jail as root, else $XDG_RUNTIME_DIR/jail)")
 	m := func() *jail.Sessions { return &jail.Sessions{Dir: stateDir} }
 	root.AddCommand(newSessionCreate(m, stdout), newSessionExec(m, stdout, stderr), newSessionList(m, stdout),
 		newSessionInspect(m, stdout), newSessionPause(m, true), newSessionPause(m, false), newSessionRm(m, stdout),
-		newSessionGC(m, stdout))
+		newSessionGC(m, stdout), newSessionPut(m), newSessionGet(m, stdout), newSessionLs(m, stdout), newSessionMv(m),
+		newSessionCp(m, stdout))
 	return root
 }
 
@@ -57,13 +60,16 @@ func newSessionCreate(m func() *jail.Sessions, stdout io.Writer) *cobra.Command 
 	var labels []string
 	var ttl, idle time.Duration
 	var asJSON bool
+	var workspace string
 	cmd := &cobra.Command{
 		Use:   "create [flags]",
 		Short: "Create a session and print its id",
 		Long: `create builds a jail from a profile and the flags, as ` + "`jail run`" + ` does, and leaves it up with no command:
 its limits (--memory, --pids, --cpus...) bound every command run in it together; --timeout, --cpu-time,
---env and --cwd are each command's defaults. It prints the session's id, or with --json its document
-(schema jail.session/v1). Exit status 125 when the session could not be created; then nothing is left.`,
+--env and --cwd are each command's defaults. Its files live in a workspace at /workspace, the
+default --cwd: a tmpfs owned by the workload's user (--workspace tmpfs:SIZE, default 256M), whose pages
+count against --memory. It prints the session's id, or with --json its document (schema
+jail.session/v1). Exit status 125 when the session could not be created; then nothing is left.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, err := buildSpec(cmd, f)
@@ -71,6 +77,12 @@ its limits (--memory, --pids, --cpus...) bound every command run in it together;
 				return err
 			}
 			ss := jail.SessionSpec{ID: id, TTL: ttl, IdleTimeout: idle, Spec: spec}
+			if ss.Workspace, err = jail.ParseWorkspace(workspace); err != nil {
+				return usageError("--workspace %q: %v", workspace, err)
+			}
+			if !cmd.Flags().Changed("cwd") && ss.Workspace.Type != jail.WorkspaceNone {
+				ss.Spec.Cwd = "" // the workspace, not the profile's /tmp
+			}
 			if ss.Labels, err = parseLabels(labels); err != nil {
 				return err
 			}
@@ -99,6 +111,7 @@ its limits (--memory, --pids, --cpus...) bound every command run in it together;
 	fl.DurationVar(&ttl, "ttl", 0, "end the session this long after it started (0: never)")
 	fl.DurationVar(&idle, "idle-timeout", 0, "end the session once no command has run in it for this long (0: never)")
 	fl.BoolVar(&asJSON, "json", false, "print the session's document (jail.session/v1) instead of its id")
+	fl.StringVar(&workspace, "workspace", "tmpfs", "the session's `tmpfs[:SIZE]` at /workspace (size default 256M; counts against --memory), or none")
 	return cmd
 }
 
@@ -246,6 +259,13 @@ func newSessionInspect(m func() *jail.Sessions, stdout io.Writer) *cobra.Command
 			if info.IdleTimeoutMS > 0 {
 				fmt.Fprintf(stdout, "idle:     ends after %s without a command\n", time.Duration(info.IdleTimeoutMS)*time.Millisecond)
 			}
+			if w := info.Workspace; w != nil {
+				used := "unknown"
+				if w.UsedBytes != nil {
+					used = strconv.FormatInt(*w.UsedBytes, 10)
+				}
+				fmt.Fprintf(stdout, "workspace: %s %s, %s of %d bytes used\n", w.Type, w.Path, used, w.SizeBytes)
+			}
 			if u := info.Usage; u != nil {
 				fmt.Fprintf(stdout, "cpu:      %d ms user, %d ms system\n", u.CPUUserMS, u.CPUSystemMS)
 				if u.MemoryPeakBytes != nil {
@@ -285,18 +305,54 @@ func newSessionPause(m func() *jail.Sessions, pause bool) *cobra.Command {
 }
 
 func newSessionRm(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {
-	var force bool
+	var force, recursive bool
 	cmd := &cobra.Command{
-		Use:   "rm ID... [--force]",
-		Short: "Remove sessions: kill everything in them, remove their cgroups and state",
-		Long: `rm ends each session: its PID 1 is killed, and with it every process of the jail (a running
+		Use:   "rm ID... [--force] | rm [-r] ID:PATH...",
+		Short: "Remove sessions, or files of a session (ID:PATH)",
+		Long: `rm ID ends each session: its PID 1 is killed, and with it every process of the jail (a running
 ` + "`session exec`" + ` reports KILL); then its cgroup and state are removed. It prints each id and how many
-processes it ended. An unknown id is an error (exit 125) unless --force.`,
+processes it ended. An unknown id is an error (exit 125) unless --force.
+
+rm ID:PATH removes the file PATH of session ID, in the session, as its workload's user: a symlink
+itself, never what it points to; a directory only when it is empty, or with -r. Files and sessions
+cannot be removed by one command, and an argument that is neither an id nor ID:PATH fails the whole
+command before anything is removed (so "rm ID /tmp/x" removes nothing).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			files := 0
+			for _, a := range args {
+				if _, p, ok := splitSessionPath(a); ok {
+					files++
+					if p == "" {
+						return usageError("rm %q: no path after the colon", a)
+					}
+				} else if !jail.ValidSessionID(a) {
+					return usageError("rm %q: neither a session id nor ID:PATH (a file of a session is ID:PATH); nothing removed", a)
+				}
+			}
+			if files > 0 && files < len(args) {
+				return usageError("rm: sessions and files of sessions (ID:PATH) in one command; nothing removed")
+			}
+			if files > 0 && force {
+				return usageError("rm: --force is for sessions; for files use -r")
+			}
+			if files == 0 && recursive {
+				return usageError("rm: -r is for files of a session (ID:PATH)")
+			}
 			var errs []error
-			for _, id := range args {
-				s, err := m().Get(id)
+			for _, a := range args {
+				if files > 0 {
+					id, p, _ := splitSessionPath(a)
+					s, err := m().Get(id)
+					if err == nil {
+						err = s.RemoveFile(context.Background(), p, recursive)
+					}
+					if err != nil {
+						errs = append(errs, err)
+					}
+					continue
+				}
+				s, err := m().Get(a)
 				if err != nil {
 					if !(force && errors.Is(err, jail.ErrNotFound)) {
 						errs = append(errs, err)
@@ -308,12 +364,13 @@ processes it ended. An unknown id is an error (exit 125) unless --force.`,
 					errs = append(errs, err)
 					continue
 				}
-				fmt.Fprintf(stdout, "%s\t%d processes ended\n", id, n)
+				fmt.Fprintf(stdout, "%s\t%d processes ended\n", a, n)
 			}
 			return sessionError(errors.Join(errs...))
 		},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "no error for sessions that do not exist or have ended")
+	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "remove a directory of a session and everything in it")
 	return cmd
 }
 

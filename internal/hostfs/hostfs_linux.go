@@ -1,10 +1,12 @@
 package hostfs
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -173,32 +175,39 @@ func CreateOutput(unsafePath string) (*Output, error) {
 // perm less the umask) and renames it over the name: whatever was at the
 // name — a symlink, a hard link to someone else's file, a FIFO — is
 // replaced, never written through, and a reader never sees half a file.
-func (o *Output) Write(data []byte, perm uint32) (retErr error) {
+func (o *Output) Write(data []byte, perm uint32) error {
+	_, err := o.WriteFrom(bytes.NewReader(data), perm)
+	return err
+}
+
+// WriteFrom is Write of what r yields, streamed: the file appears under
+// its name only once all of r is written; on any error it does not appear.
+func (o *Output) WriteFrom(r io.Reader, perm uint32) (_ int64, retErr error) {
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
+		return 0, err
 	}
 	tmp := ".jail-" + hex.EncodeToString(rnd[:]) + ".tmp"
 	f, err := openAt(int(o.dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, perm)
 	if err != nil {
-		return &os.PathError{Op: "create", Path: o.path, Err: errors.Unwrap(err)}
+		return 0, &os.PathError{Op: "create", Path: o.path, Err: errors.Unwrap(err)}
 	}
 	defer func() {
 		if retErr != nil {
 			_ = unix.Unlinkat(int(o.dir.Fd()), tmp, 0)
 		}
 	}()
-	_, werr := f.Write(data)
+	n, werr := io.Copy(f, r)
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
 	if werr != nil {
-		return &os.PathError{Op: "write", Path: o.path, Err: werr}
+		return n, &os.PathError{Op: "write", Path: o.path, Err: werr}
 	}
 	if err := unix.Renameat(int(o.dir.Fd()), tmp, int(o.dir.Fd()), o.name); err != nil {
-		return &os.PathError{Op: "rename", Path: o.path, Err: err}
+		return n, &os.PathError{Op: "rename", Path: o.path, Err: err}
 	}
-	return nil
+	return n, nil
 }
 
 // Close releases the directory.

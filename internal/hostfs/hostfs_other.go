@@ -2,7 +2,10 @@
 
 package hostfs
 
-import "os"
+import (
+	"io"
+	"os"
+)
 
 // OpenInput opens an input file; off Linux it refuses only a symlink at
 // the last component.
@@ -28,6 +31,19 @@ func CreateOutput(unsafePath string) (*Output, error) { return &Output{path: uns
 // Write writes the file.
 func (o *Output) Write(data []byte, perm uint32) error {
 	return os.WriteFile(o.path, data, os.FileMode(perm))
+}
+
+// WriteFrom writes what r yields to the file.
+func (o *Output) WriteFrom(r io.Reader, perm uint32) (int64, error) {
+	f, err := os.OpenFile(o.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, os.FileMode(perm))
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
 
 // Close does nothing.

@@ -1,0 +1,426 @@
+package integration
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail"
+)
+
+// sessIn runs `jail session SUB` with stdin.
+func sessIn(t *testing.T, dir string, stdin []byte, sub string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := jailCmd(ctx, append([]string{"session", sub, "--state-dir", dir}, args...)...)
+	c.Stdin = bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	_ = c.Run()
+	return result{stdout: out.String(), stderr: errb.String(), code: c.ProcessState.ExitCode()}
+}
+
+func TestSessionFiles(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	host := hostDir(t)
+
+	// put: a file, standard input, a directory with a symlink in it.
+	src := filepath.Join(host, "in.txt")
+	require.NoError(t, os.WriteFile(src, []byte("hello\n"), 0o644))
+	sessOK(t, dir, "put", id, src, "/workspace/")
+	r := sessIn(t, dir, []byte("from stdin"), "put", "--mode", "0600", id, "-", "/workspace/stdin.txt")
+	require.Equal(t, 0, r.code, r.stderr)
+	tree := filepath.Join(host, "tree")
+	require.NoError(t, os.MkdirAll(filepath.Join(tree, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(tree, "sub", "f"), []byte("deep"), 0o640))
+	require.NoError(t, os.Symlink("sub/f", filepath.Join(tree, "link")))
+	sessOK(t, dir, "put", id, tree, "/workspace")
+
+	// A command sees them, owned by the workload's user, with their modes.
+	out := sessOK(t, dir, "exec", id, "--", "sh", "-c",
+		`cat in.txt stdin.txt; echo; cat tree/link; echo; stat -c '%n %u:%g %a' in.txt stdin.txt tree/sub/f; readlink tree/link; id -u`)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 8, out)
+	uid := lines[7]
+	assert.Equal(t, "hello", lines[0])
+	assert.Equal(t, "from stdin", lines[1])
+	assert.Equal(t, "deep", lines[2])
+	assert.Equal(t, "in.txt "+uid+":"+uid+" 644", lines[3])
+	assert.Equal(t, "stdin.txt "+uid+":"+uid+" 600", lines[4])
+	assert.Equal(t, "tree/sub/f "+uid+":"+uid+" 640", lines[5])
+	assert.Equal(t, "sub/f", lines[6])
+
+	// ls, as JSON.
+	var list []jail.FileInfo
+	require.NoError(t, json.Unmarshal([]byte(sessOK(t, dir, "ls", "--json", "-R", id, "/workspace/tree")), &list))
+	var got []string
+	for _, f := range list {
+		got = append(got, fmt.Sprintf("%s %s %s", f.Path, f.Type, f.Target))
+	}
+	assert.Equal(t, []string{"/workspace/tree/link symlink sub/f", "/workspace/tree/sub dir ", "/workspace/tree/sub/f file "}, got)
+
+	// get: a file to stdout and to a file; a directory, unpacked.
+	assert.Equal(t, "hello\n", sessOK(t, dir, "get", id, "/workspace/in.txt", "-"))
+	sessOK(t, dir, "exec", id, "--", "sh", "-c", "mkdir -p made/d && echo made > made/d/f && ln -s d/f made/l")
+	back := filepath.Join(host, "back")
+	sessOK(t, dir, "get", id, "/workspace/made", back)
+	b, err := os.ReadFile(filepath.Join(back, "d", "f"))
+	require.NoError(t, err)
+	assert.Equal(t, "made\n", string(b))
+	l, err := os.Readlink(filepath.Join(back, "l"))
+	require.NoError(t, err)
+	assert.Equal(t, "d/f", l)
+	sessOK(t, dir, "cp", id+":/workspace/in.txt", host)
+	b, err = os.ReadFile(filepath.Join(host, "in.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "hello\n", string(b))
+	sessOK(t, dir, "cp", src, id+":/workspace/copied")
+	assert.Equal(t, "hello\n", sessOK(t, dir, "exec", id, "--", "cat", "copied"))
+
+	// A tar stream in and out.
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "t/x", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}))
+	_, _ = tw.Write([]byte("tar"))
+	require.NoError(t, tw.Close())
+	r = sessIn(t, dir, tb.Bytes(), "put", "--tar", "--mkdir", id, "-", "/workspace/untar")
+	require.Equal(t, 0, r.code, r.stderr)
+	tr := tar.NewReader(strings.NewReader(sessOK(t, dir, "get", "--tar", id, "/workspace/untar")))
+	h, err := tr.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "t/", h.Name)
+	h, err = tr.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "t/x", h.Name)
+
+	// mv and rm.
+	sessOK(t, dir, "mv", id, "/workspace/in.txt", "/workspace/renamed.txt")
+	sessOK(t, dir, "rm", id+":/workspace/renamed.txt")
+	sessOK(t, dir, "rm", "-r", id+":/workspace/tree")
+	r = sess(t, dir, "rm", id+":/workspace/made")
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "directory not empty")
+	r = sess(t, dir, "rm", id, "/workspace/made")
+	assert.Equal(t, 125, r.code, "a path without ID: refuses the whole command")
+	assert.Contains(t, r.stderr, "nothing removed")
+	assert.Equal(t, "running", inspect(t, dir, id).State)
+	out = sessOK(t, dir, "exec", id, "--", "ls", "-A")
+	assert.Equal(t, "copied\nmade\nstdin.txt\nuntar\n", out)
+
+	info := inspect(t, dir, id)
+	require.NotNil(t, info.Workspace)
+	require.NotNil(t, info.Workspace.UsedBytes)
+	assert.Positive(t, *info.Workspace.UsedBytes)
+	assert.EqualValues(t, jail.DefaultWorkspaceBytes, info.Workspace.SizeBytes)
+}
+
+// canary is a host file, readable by every user, that a jail must never
+// read or change; watch reports every access to it (inotify).
+type canary struct {
+	path string
+	fd   int
+}
+
+func newCanary(t *testing.T) *canary {
+	dir := hostDir(t)
+	p := filepath.Join(dir, "canary")
+	require.NoError(t, os.WriteFile(p, []byte("host secret\n"), 0o666))
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	_, err = unix.InotifyAddWatch(fd, dir, unix.IN_ACCESS|unix.IN_MODIFY|unix.IN_OPEN|unix.IN_ATTRIB|unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVE)
+	require.NoError(t, err)
+	return &canary{path: p, fd: fd}
+}
+
+// untouched checks nothing opened, read or changed the canary or its
+// directory since it was made.
+func (c *canary) untouched(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 4096)
+	n, err := unix.Read(c.fd, buf)
+	if err == unix.EAGAIN {
+		n = 0
+	} else {
+		require.NoError(t, err)
+	}
+	var events []string
+	for off := 0; off+unix.SizeofInotifyEvent <= n; {
+		// struct inotify_event: wd, mask, cookie, len, name[len]
+		mask, l := binary.NativeEndian.Uint32(buf[off+4:]), int(binary.NativeEndian.Uint32(buf[off+12:]))
+		name := strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+l]), "\x00")
+		events = append(events, fmt.Sprintf("%#x %s", mask, name))
+		off += unix.SizeofInotifyEvent + l
+	}
+	assert.Empty(t, events, "the host canary was reached")
+	b, err := os.ReadFile(c.path)
+	require.NoError(t, err)
+	assert.Equal(t, "host secret\n", string(b))
+}
+
+func TestSessionFilesNeverReachTheHost(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	c := newCanary(t)
+	// The workload plants what it can: symlinks to the host canary's path,
+	// to its own PID 1's root, up and out, a symlinked directory, a FIFO,
+	// a device node (refused to it: no capabilities).
+	sessOK(t, dir, "exec", id, "--", "sh", "-c", fmt.Sprintf(`set -e
+ln -s %[1]s canary; ln -s /etc/shadow shadow; ln -s /proc/1/root/etc/passwd pid1; ln -s ../../../../../../../.. up
+ln -s %[2]s canarydir; ln -s /etc etclink; mkfifo fifo; mknod dev c 1 3 2>/dev/null || true
+mkdir dest; ln -s %[2]s dest/out`, c.path, filepath.Dir(c.path)))
+
+	for _, p := range []string{"canary", "shadow", "canarydir/canary", "up" + c.path} {
+		r := sess(t, dir, "get", id, "/workspace/"+p, "-")
+		assert.Equal(t, 125, r.code, "get %s: %s", p, r.stdout)
+		assert.Contains(t, r.stderr, "no such file or directory", p)
+		assert.NotContains(t, r.stdout, "host secret")
+	}
+	// What a symlink leads to is the jail's own file.
+	jailPasswd := sessOK(t, dir, "exec", id, "--", "cat", "/etc/passwd")
+	assert.Equal(t, jailPasswd, sessOK(t, dir, "get", id, "/workspace/etclink/passwd", "-"))
+	r := sess(t, dir, "get", id, "/workspace/pid1", "-")
+	assert.Equal(t, 125, r.code, "no magic link: %s", r.stdout)
+	ls := sessOK(t, dir, "ls", id, "/workspace/up")
+	assert.NotContains(t, ls, "canary")
+
+	// A FIFO is never opened: get returns at once.
+	start := time.Now()
+	r = sess(t, dir, "get", id, "/workspace/fifo", "-")
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "not a regular file")
+	assert.Less(t, time.Since(start), 20*time.Second)
+
+	// Writes never follow a final symlink, and what a directory symlink
+	// leads to is the jail's.
+	host := hostDir(t)
+	payload := filepath.Join(host, "payload")
+	require.NoError(t, os.WriteFile(payload, []byte("pwned\n"), 0o644))
+	for _, p := range []string{"canary", "canarydir/canary", "fifo", "up" + c.path} {
+		r := sess(t, dir, "put", id, payload, "/workspace/"+p)
+		assert.Equal(t, 125, r.code, "put %s", p)
+	}
+	r = sess(t, dir, "put", id, payload, "/workspace/etclink/passwd")
+	assert.Equal(t, 125, r.code, "the jail's /etc is read-only")
+	assert.Equal(t, jailPasswd, sessOK(t, dir, "exec", id, "--", "cat", "/etc/passwd"))
+
+	// Tar input through a planted directory symlink is refused.
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "out/canary", Typeflag: tar.TypeReg, Mode: 0o644, Size: 6}))
+	_, _ = tw.Write([]byte("pwned\n"))
+	require.NoError(t, tw.Close())
+	r = sessIn(t, dir, tb.Bytes(), "put", "--tar", id, "-", "/workspace/dest")
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "out/canary")
+
+	// rm -r of a directory with a symlink out removes the link only.
+	sessOK(t, dir, "rm", "-r", id+":/workspace/dest")
+	sessOK(t, dir, "rm", "-r", id+":/workspace/canarydir")
+
+	// The same, copied out: the jail's tree on the host carries its
+	// symlinks as symlinks and never writes through them.
+	sessOK(t, dir, "exec", id, "--", "sh", "-c", fmt.Sprintf("mkdir -p out && ln -s %s out/link && echo x > out/f", filepath.Dir(c.path)))
+	back := filepath.Join(host, "back")
+	r = sess(t, dir, "get", id, "/workspace/out", back)
+	assert.Equal(t, 125, r.code, "a link out of the destination is refused on the host too")
+	assert.Contains(t, r.stderr, "tar entry link")
+	assert.Contains(t, r.stderr, "get --tar")
+	_, err := os.Lstat(filepath.Join(back, "link"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	tr := tar.NewReader(strings.NewReader(sessOK(t, dir, "get", "--tar", id, "/workspace/out")))
+	var links []string
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		if h.Typeflag == tar.TypeSymlink {
+			links = append(links, h.Name+" -> "+h.Linkname)
+		}
+	}
+	assert.Equal(t, []string{"link -> " + filepath.Dir(c.path)}, links, "the stream carries it as a symlink")
+	c.untouched(t)
+}
+
+func TestSessionTarRefusals(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	for what, h := range map[string]tar.Header{
+		"absolute name":    {Name: "/workspace/abs", Typeflag: tar.TypeReg},
+		"dot-dot":          {Name: "../escape", Typeflag: tar.TypeReg},
+		"hard link out":    {Name: "h", Typeflag: tar.TypeLink, Linkname: "../../etc/passwd"},
+		"symlink out":      {Name: "s", Typeflag: tar.TypeSymlink, Linkname: "/etc"},
+		"device node":      {Name: "null", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3},
+		"FIFO":             {Name: "p", Typeflag: tar.TypeFifo},
+		"symlink up":       {Name: "d/s", Typeflag: tar.TypeSymlink, Linkname: "../../x"},
+		"absolute in link": {Name: "h2", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"},
+	} {
+		var tb bytes.Buffer
+		tw := tar.NewWriter(&tb)
+		h.Mode = 0o644
+		require.NoError(t, tw.WriteHeader(&h))
+		require.NoError(t, tw.Close())
+		r := sessIn(t, dir, tb.Bytes(), "put", "--tar", "--mkdir", id, "-", "/workspace/dest")
+		assert.Equal(t, 125, r.code, what)
+		assert.Contains(t, r.stderr, "tar entry", what)
+	}
+	assert.Equal(t, "", sessOK(t, dir, "exec", id, "--", "sh", "-c", "ls -A /workspace/dest; ls /workspace/escape /workspace/abs 2>/dev/null; true"))
+}
+
+func TestSessionPutDoesNotFit(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--workspace", "tmpfs:1M"))
+	defer sess(t, dir, "rm", id)
+	host := hostDir(t)
+	big := filepath.Join(host, "big")
+	require.NoError(t, os.WriteFile(big, bytes.Repeat([]byte("x"), 3<<20), 0o644))
+	sessIn(t, dir, []byte("old"), "put", id, "-", "/workspace/f")
+	r := sess(t, dir, "put", id, big, "/workspace/f")
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "no space left on device")
+	// No partial file, no temporary one; the old file is whole.
+	assert.Equal(t, "f\n", sessOK(t, dir, "exec", id, "--", "ls", "-A", "/workspace"))
+	assert.Equal(t, "old", sessOK(t, dir, "get", id, "/workspace/f", "-"))
+}
+
+func TestSessionGetStreams(t *testing.T) {
+	size := int64(1 << 30)
+	if unprivileged || testing.Short() || os.Getenv("JAIL_IT_PREBUILT") != "" {
+		size = 256 << 20 // the re-run and the VMs: the host's root run does the full GiB
+	}
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--workspace", fmt.Sprintf("tmpfs:%d", size+(16<<20)), "--rlimit", "fsize=unlimited"))
+	defer sess(t, dir, "rm", id)
+	sessOK(t, dir, "exec", id, "--", "sh", "-c", fmt.Sprintf("head -c %d /dev/zero > big", size))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := jailCmd(ctx, "session", "get", "--state-dir", dir, id, "/workspace/big", "-")
+	out, err := c.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	n, err := bytes.NewBuffer(nil).ReadFrom(&countOnly{r: out})
+	require.NoError(t, err)
+	require.NoError(t, c.Wait())
+	assert.Equal(t, size, n)
+	// wait4's max RSS of jail takes in its reaped children: the helper.
+	maxRSS := c.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024
+	t.Logf("get of %d MiB: jail and its helper held at most %d KiB", size>>20, maxRSS>>10)
+	assert.Less(t, maxRSS, int64(64<<20), "streamed, in bounded memory")
+}
+
+// countOnly reads through, so ReadFrom counts without keeping anything.
+type countOnly struct {
+	r interface{ Read([]byte) (int, error) }
+}
+
+func (c *countOnly) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// TestSessionFilesHelper looks at the files helper while it waits for the
+// rest of its input: in the session's mount namespace, not in its PID
+// namespace, as the workload's user, without capabilities, under its
+// seccomp filter, non-dumpable, holding no host file.
+func TestSessionFilesHelper(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	info := inspect(t, dir, id)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := jailCmd(ctx, "session", "put", "--state-dir", dir, id, "-", "/workspace/slow")
+	in, err := c.StdinPipe()
+	require.NoError(t, err)
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	require.NoError(t, c.Start())
+	_, _ = in.Write([]byte("part"))
+	var helper int
+	deadline := time.Now().Add(10 * time.Second)
+	for helper == 0 && time.Now().Before(deadline) {
+		for _, p := range childrenOf(c.Process.Pid) {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(comm)) == "jail:files" {
+				helper = p
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NotZero(t, helper, "no jail:files child of jail")
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", helper))
+	require.NoError(t, err)
+	for _, want := range []string{"Seccomp:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000",
+		"CapBnd:\t0000000000000000", fmt.Sprintf("Uid:\t%d\t%d\t%d", jailHostUID(), jailHostUID(), jailHostUID())} {
+		assert.Contains(t, string(status), want)
+	}
+	// Non-dumpable: its /proc files belong to root, not to its user.
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(fmt.Sprintf("/proc/%d/fd", helper), &st))
+	assert.EqualValues(t, 0, st.Uid, "non-dumpable")
+	if !unprivileged { // its namespaces and fds are out of an unprivileged user's reach (non-dumpable)
+		ns := func(pid int, n string) string { l, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, n)); return l }
+		assert.Equal(t, ns(info.PID, "mnt"), ns(helper, "mnt"), "in the session's mount namespace")
+		assert.Equal(t, ns(os.Getpid(), "pid"), ns(helper, "pid"), "outside the session's PID namespace")
+		assert.NotEqual(t, ns(info.PID, "pid"), ns(helper, "pid"))
+		// Every file it holds is one of the jail's: what its path names
+		// in the session's root (through PID 1's) is the same file, or,
+		// for the unnamed file being written, on the same file system.
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", helper))
+		require.NoError(t, err)
+		files := 0
+		for _, fd := range fds {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", helper, fd.Name()))
+			if !strings.HasPrefix(l, "/") {
+				continue // pipe:, socket:, anon_inode:
+			}
+			files++
+			var held, inJail unix.Stat_t
+			require.NoError(t, unix.Stat(fmt.Sprintf("/proc/%d/fd/%s", helper, fd.Name()), &held))
+			p, deleted := strings.CutSuffix(l, " (deleted)")
+			if deleted {
+				p = filepath.Dir(p)
+			}
+			require.NoError(t, unix.Stat(fmt.Sprintf("/proc/%d/root%s", info.PID, p), &inJail), "fd %s: %s", fd.Name(), l)
+			assert.Equal(t, inJail.Dev, held.Dev, "fd %s: %s is not the jail's", fd.Name(), l)
+			if !deleted {
+				assert.Equal(t, inJail.Ino, held.Ino, "fd %s: %s is not the jail's", fd.Name(), l)
+			}
+		}
+		assert.Positive(t, files, "it holds the jail's root and the file it writes")
+	}
+	// The jail cannot see it.
+	procs := sessOK(t, dir, "exec", id, "--", "sh", "-c", "cat /proc/[0-9]*/comm")
+	assert.NotContains(t, procs, "jail:files")
+	_, _ = in.Write([]byte(" rest"))
+	in.Close()
+	require.NoError(t, c.Wait(), errb.String())
+	assert.Equal(t, "part rest", sessOK(t, dir, "get", id, "/workspace/slow", "-"))
+}
+
+// childrenOf lists pid's children, from every thread's children file.
+func childrenOf(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, s := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(s); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
