@@ -77,7 +77,10 @@ type Cmd struct {
 	// execID names a command of a session in its Result.
 	execID string
 	// files: this is a session's files helper (fileOp), not a command.
-	files   bool
+	files bool
+	// held is the session's state when the caller holds its lock
+	// exclusively (a snapshot): the join takes no lock of its own.
+	held    *heldSession
 	child   *nsexec.Child
 	stdout  *capture.Buffer
 	stderr  *capture.Buffer

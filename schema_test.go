@@ -215,6 +215,23 @@ func TestSessionSchemaMatchesStructs(t *testing.T) {
 	assert.Equal(t, []string{SessionRunning, SessionPaused, SessionExited}, strs(t, props["state"].(map[string]any)["enum"]))
 }
 
+// snapshotSchemaDefs is schemaDefs for the snapshot document.
+var snapshotSchemaDefs = map[reflect.Type]string{
+	reflect.TypeFor[SnapshotInfo](): "#",
+	reflect.TypeFor[Workspace]():    "#/$defs/workspace",
+}
+
+func TestSnapshotSchemaMatchesStructs(t *testing.T) {
+	checkSchemaMatchesStructs(t, "schema/snapshot.schema.json", snapshotSchemaDefs)
+	root := loadSchemaFile(t, "schema/snapshot.schema.json")
+	assert.Equal(t, SnapshotSchema, root["title"])
+	props := root["properties"].(map[string]any)
+	assert.Equal(t, SnapshotSchema, props["schema"].(map[string]any)["const"])
+	assert.Equal(t, []string{ConsistencyFrozen}, strs(t, props["consistency"].(map[string]any)["enum"]))
+	ws := root["$defs"].(map[string]any)["workspace"].(map[string]any)["properties"].(map[string]any)
+	assert.Equal(t, []string{WorkspaceTmpfs, WorkspaceNone}, strs(t, ws["type"].(map[string]any)["enum"]))
+}
+
 func checkSchemaMatchesStructs(t *testing.T, file string, defs map[reflect.Type]string) {
 	root := loadSchemaFile(t, file)
 	assert.Equal(t, "https://json-schema.org/draft/2020-12/schema", root["$schema"])

@@ -35,6 +35,10 @@ type SessionSpec struct {
 	// Workspace is where the session's files live; the zero value is a
 	// tmpfs of DefaultWorkspaceBytes at /workspace.
 	Workspace Workspace `json:"workspace,omitzero"`
+	// From makes the session from a snapshot (its id, or its name): the
+	// snapshot's Spec and Workspace (leave both zero), and a copy of its
+	// files in the workspace.
+	From string `json:"from,omitempty"`
 	// Spec is the jail. Its limits bound every command together; its
 	// Timeout, CPUTime, Env and Cwd are each command's defaults (Cwd
 	// defaults to the workspace).
@@ -264,7 +268,10 @@ type sessionState struct {
 	TTL         time.Duration     `json:"ttl"`
 	IdleTimeout time.Duration     `json:"idle_timeout"`
 	Workspace   Workspace         `json:"workspace"`
-	Paused      bool              `json:"paused,omitempty"`
+	// Parent is the snapshot the session was made from or last restored
+	// to.
+	Parent string `json:"parent,omitempty"`
+	Paused bool   `json:"paused,omitempty"`
 	// PID, StartTime and PIDNS identify the session's PID 1: a pid alone
 	// could be another process by now (firejail CVE-2022-31214).
 	PID       int    `json:"pid"`

@@ -32,6 +32,9 @@ import (
 type Sessions struct {
 	// Dir is the state directory; empty means [DefaultSessionDir].
 	Dir string
+	// SnapshotDir is where snapshots are kept; empty means
+	// [DefaultSnapshotDir].
+	SnapshotDir string
 	// HelperPath is as in [Cmd].
 	HelperPath string
 	// Logger receives debug and lifecycle records; nil discards them.
@@ -135,6 +138,15 @@ func sessionCgroupName(id string) string {
 // wrapping ErrExists for an id in use. On any error nothing is left: no
 // state, cgroup or process.
 func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retErr error) {
+	var from *os.File
+	var parent string
+	if ss.From != "" {
+		var err error
+		if from, parent, err = m.fromSnapshot(&ss); err != nil {
+			return nil, err
+		}
+		defer from.Close()
+	}
 	if err := ss.validate(); err != nil {
 		return nil, err
 	}
@@ -182,7 +194,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	}
 	c := &Cmd{ctx: ctx, Spec: spec, Args: []string{"session"}, HelperPath: m.HelperPath, Logger: m.Logger, started: true}
 	st := sessionState{Schema: sessionStateSchema, ID: ss.ID, Labels: ss.Labels, TTL: ss.TTL, IdleTimeout: ss.IdleTimeout,
-		Workspace: ss.Workspace, Spec: spec}
+		Workspace: ss.Workspace, Parent: parent, Spec: spec}
 	var files []*os.File
 	var ctl *os.File
 	steps := []hostStep{
@@ -265,8 +277,18 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	}
 	c.child.Close()  // PID 1 has closed its end of the sync socket: it is on its own
 	c.child.Detach() // the session outlives this process; its exit is reaped here meanwhile
+	s := &Session{m: m, id: st.ID, st: st}
+	if from != nil {
+		// The snapshot's files, put in the jail as its workload's user;
+		// no one else joins meanwhile (the lock is ours).
+		if _, err := s.fileOpHeld(ctx, &heldSession{dir, &st}, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath}, from, nil); err != nil {
+			lock.Close()
+			_, _ = s.Remove()
+			return nil, fmt.Errorf("session %s from snapshot %s: %w", st.ID, parent, err)
+		}
+	}
 	m.log().Info("session created", "id", st.ID, "pid", st.PID)
-	return &Session{m: m, id: st.ID, st: st}, nil
+	return s, nil
 }
 
 // makeSessionCgroup makes the session's group (always, where this host
@@ -629,7 +651,9 @@ func (c *Cmd) joinSteps() []hostStep {
 	}
 	return []hostStep{
 		{name: "session", do: func() (err error) {
-			if dir, st, lock, err = s.lock(unix.LOCK_SH); err != nil {
+			if c.held != nil { // the caller holds the lock (a snapshot, a restore)
+				dir, st = c.held.dir, c.held.st
+			} else if dir, st, lock, err = s.lock(unix.LOCK_SH); err != nil {
 				return err
 			}
 			if st.Paused {
@@ -656,6 +680,11 @@ func (c *Cmd) joinSteps() []hostStep {
 			return err
 		}, undo: c.destroyCgroup},
 		{name: "session control", do: func() error {
+			if c.held != nil {
+				// A snapshot's helper: PID 1 is frozen and could not
+				// answer; it cannot go idle meanwhile either.
+				return nil
+			}
 			ctl, err := dialControl(filepath.Join(dir, "ctl.sock"))
 			c.ctl = ctl
 			return err

@@ -4,15 +4,17 @@ package jail
 
 import (
 	"context"
+	"io"
 	"log/slog"
 )
 
 // Sessions manages sessions; on this system every operation returns
 // ErrNotSupported.
 type Sessions struct {
-	Dir        string
-	HelperPath string
-	Logger     *slog.Logger
+	Dir         string
+	SnapshotDir string
+	HelperPath  string
+	Logger      *slog.Logger
 }
 
 // Session is one session.
@@ -54,3 +56,31 @@ func (s *Session) Resume() error { return ErrNotSupported }
 
 // Remove returns ErrNotSupported.
 func (s *Session) Remove() (int, error) { return 0, ErrNotSupported }
+
+// DefaultSnapshotDir returns ErrNotSupported.
+func DefaultSnapshotDir() (string, error) { return "", ErrNotSupported }
+
+// Snapshot returns ErrNotSupported.
+func (s *Session) Snapshot(context.Context, string) (*SnapshotInfo, error) {
+	return nil, ErrNotSupported
+}
+
+// Restore returns ErrNotSupported.
+func (s *Session) Restore(context.Context, string) error { return ErrNotSupported }
+
+// Fork returns ErrNotSupported.
+func (s *Session) Fork(context.Context, int) (*SnapshotInfo, []ForkResult, error) {
+	return nil, nil, ErrNotSupported
+}
+
+// Snapshots returns ErrNotSupported.
+func (m *Sessions) Snapshots() ([]*SnapshotInfo, error) { return nil, ErrNotSupported }
+
+// SnapshotInfo returns ErrNotSupported.
+func (m *Sessions) SnapshotInfo(string) (*SnapshotInfo, error) { return nil, ErrNotSupported }
+
+// RemoveSnapshot returns ErrNotSupported.
+func (m *Sessions) RemoveSnapshot(string) error { return ErrNotSupported }
+
+// ExportSnapshot returns ErrNotSupported.
+func (m *Sessions) ExportSnapshot(string, io.Writer) error { return ErrNotSupported }

@@ -72,3 +72,12 @@ func (g *Group) Thaw() error { return errNotLinux }
 
 // Procs returns an error matching [errors.ErrUnsupported].
 func (g *Group) Procs() ([]int, error) { return nil, errNotLinux }
+
+// ChildNames returns an error off Linux.
+func (g *Group) ChildNames() ([]string, error) { return nil, errNotLinux }
+
+// Child returns an error off Linux.
+func (g *Group) Child(string) (*Group, error) { return nil, errNotLinux }
+
+// FreezeChildren returns an error off Linux.
+func (g *Group) FreezeChildren(...string) (func() error, error) { return nil, errNotLinux }

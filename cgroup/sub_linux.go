@@ -88,6 +88,95 @@ func (g *Group) Sub(name string) (_ *Group, retErr error) {
 	return sub, nil
 }
 
+// ChildNames lists g's child groups (made by [Group.Sub], here or in
+// another process), by name, from g's first directory.
+func (g *Group) ChildNames() ([]string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.dirs) == 0 {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(g.dirs[0].path)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// Child returns g's existing child group name, in every directory of g
+// that has it (a child made by [Group.Sub] exists in all of them).
+func (g *Group) Child(name string) (*Group, error) {
+	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+		return nil, fmt.Errorf("cgroup: bad child group name %q", name)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	sub := &Group{fd: -1, cpuFD: -1}
+	for _, d := range g.dirs {
+		sd := &groupDir{hier: d.hier, path: path.Join(d.path, name), cgPath: path.Join(d.cgPath, name), serves: d.serves}
+		var st unix.Stat_t
+		if err := unix.Lstat(sd.path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		sub.dirs = append(sub.dirs, sd)
+	}
+	if len(sub.dirs) == 0 {
+		return nil, &os.PathError{Op: "open", Path: path.Join(g.dirs[0].path, name), Err: fs.ErrNotExist}
+	}
+	return sub, nil
+}
+
+// FreezeChildren freezes each child group of g but those named in except,
+// and returns the function that thaws them: a session's processes stop
+// (its PID 1's group and its commands') while a group made afterwards
+// (a helper's) runs. On a failure it thaws what it froze.
+func (g *Group) FreezeChildren(except ...string) (thaw func() error, retErr error) {
+	g.mu.Lock()
+	canFreeze := g.v2Dir() != nil || g.dirServing(ControllerFreezer) != nil
+	g.mu.Unlock()
+	if !canFreeze {
+		return nil, fmt.Errorf("cgroup: the group cannot be frozen (no cgroup2 directory and no freezer hierarchy): %w", errors.ErrUnsupported)
+	}
+	names, err := g.ChildNames()
+	if err != nil {
+		return nil, err
+	}
+	var frozen []*Group
+	thaw = func() error {
+		var errs []error
+		for _, c := range frozen {
+			errs = append(errs, c.Thaw())
+		}
+		frozen = nil
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if retErr != nil {
+			_ = thaw()
+		}
+	}()
+	for _, n := range names {
+		if slices.Contains(except, n) {
+			continue
+		}
+		c, err := g.Child(n)
+		if err != nil {
+			return nil, err
+		}
+		frozen = append(frozen, c)
+		if err := c.Freeze(); err != nil {
+			return nil, err
+		}
+	}
+	return thaw, nil
+}
+
 // enableSubtree enables, in dir's cgroup.subtree_control, the controllers
 // of dir's cgroup.controllers that jail measures, so its children get them.
 func enableSubtree(dir string) error {

@@ -44,6 +44,9 @@ type Request struct {
 	Mkdir bool `json:"mkdir,omitempty"`
 	// Recursive lets OpRemove remove a directory and everything in it.
 	Recursive bool `json:"recursive,omitempty"`
+	// Clear empties the directory Path before OpPutTar unpacks into it
+	// (a restore).
+	Clear bool `json:"clear,omitempty"`
 	// Depth is how many levels of directories OpList descends below Path:
 	// 1 lists Path's own entries; 0 or less, every level.
 	Depth int `json:"depth,omitempty"`

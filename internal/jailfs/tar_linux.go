@@ -19,6 +19,9 @@ import (
 type ExtractOptions struct {
 	// Mkdir makes the destination (and what is missing above it).
 	Mkdir bool
+	// Clear removes everything in the destination first (never following
+	// a symlink).
+	Clear bool
 	// Commit is called once the whole archive is unpacked and synced, with
 	// the bytes read; an error fails the operation (what was unpacked
 	// stays).
@@ -43,6 +46,11 @@ func (r *Root) Extract(clean string, src io.Reader, o ExtractOptions) (entries, 
 	}
 	dst := &Root{fd: dfd, resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
 	defer dst.Close()
+	if o.Clear {
+		if err := clearDir(dfd, clean); err != nil {
+			return 0, 0, err
+		}
+	}
 	cr := &countReader{r: src}
 	entries, err = dst.extract(cr, clean)
 	if err != nil {
@@ -466,5 +474,38 @@ func (a *archiver) file(fd int, name, jailPath string, st *unix.Stat_t) error {
 		return newError("read", jailPath, err)
 	}
 	a.n++
+	return nil
+}
+
+// clearDir removes everything in the directory dfd (an O_PATH descriptor),
+// as removeAll does below it.
+func clearDir(dfd int, jailPath string) error {
+	fd, err := unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return newError("open", jailPath, err)
+	}
+	d := os.NewFile(uintptr(fd), jailPath)
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return newError("readdir", jailPath, err)
+	}
+	for _, n := range names {
+		p := strings.TrimSuffix(jailPath, "/") + "/" + n
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err == unix.ENOENT {
+			continue
+		} else if err != nil {
+			return newError("stat", p, err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			err = removeAll(fd, n, p)
+		} else {
+			err = wrap("unlink", p, unix.Unlinkat(fd, n, 0))
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -1,0 +1,401 @@
+package jail
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail/cgroup"
+	"github.com/jailrt/jail/internal/jailfs"
+	"github.com/jailrt/jail/mounts"
+)
+
+// DefaultSnapshotDir returns where snapshots are kept for this user:
+// $JAIL_SNAPSHOT_DIR, else /var/lib/jail/snapshots for root, else
+// $XDG_DATA_HOME/jail/snapshots ($HOME/.local/share/jail/snapshots).
+// Unlike sessions' state, snapshots outlive a reboot.
+func DefaultSnapshotDir() (string, error) {
+	if d := os.Getenv("JAIL_SNAPSHOT_DIR"); d != "" {
+		return d, nil
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/jail/snapshots", nil
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "jail", "snapshots"), nil
+	}
+	if h := os.Getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "share", "jail", "snapshots"), nil
+	}
+	return "", errors.New("no directory for snapshots: set XDG_DATA_HOME, HOME or JAIL_SNAPSHOT_DIR (or --snapshot-dir)")
+}
+
+// snapDir returns the snapshot directory, made 0700 if missing, refusing
+// one another user could write to or that is a symlink.
+func (m *Sessions) snapDir() (string, error) {
+	d := m.SnapshotDir
+	if d == "" {
+		var err error
+		if d, err = DefaultSnapshotDir(); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return "", err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(d, &st); err != nil {
+		return "", &os.PathError{Op: "lstat", Path: d, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return "", fmt.Errorf("snapshot directory %s: want a directory of uid %d that no one else can write to", d, os.Geteuid())
+	}
+	return d, nil
+}
+
+// Snapshot copies the session's workspace while every process of the
+// session is stopped (the cgroup freezer), and returns its description.
+// The copy is a tar stream of the workspace (modes, times, symlinks), made
+// in the jail by a files helper, which is the only process of the session
+// that runs meanwhile; FreezeMS says how long the others were stopped. No
+// memory is saved: a snapshot is files only.
+//
+// It needs the session's cgroup (an error wrapping ErrNotSupported
+// otherwise) and a running session: a paused one is refused.
+func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, retErr error) {
+	store, err := s.m.snapDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, st, lock, err := s.lockLive()
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	switch {
+	case st.Paused:
+		return nil, fmt.Errorf("session %s is paused: resume it (a snapshot freezes it while it copies): %w", s.id, ErrNotRunning)
+	case st.Workspace.Type != WorkspaceTmpfs:
+		return nil, fmt.Errorf("session %s has no workspace to snapshot: %w", s.id, ErrNotSupported)
+	case st.CgroupName == "" || len(st.Cgroup) == 0:
+		return nil, fmt.Errorf("session %s: %w: %w", s.id, errNoFreeze, ErrNotSupported)
+	}
+	info := &SnapshotInfo{Schema: SnapshotSchema, ID: "snap-" + newSessionID(), Name: name, SessionID: s.id, Parent: st.Parent,
+		SpecHash: specHash(st.Spec), Consistency: ConsistencyFrozen, Workspace: st.Workspace}
+	sdir := filepath.Join(store, info.ID)
+	if err := os.Mkdir(sdir, 0o700); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			_ = os.RemoveAll(sdir)
+		}
+	}()
+	out, err := os.OpenFile(filepath.Join(sdir, "workspace.tar"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+
+	g, err := cgroup.Load(st.Cgroup, st.CgroupName)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	// Everything of the session stops: PID 1's group and each command's.
+	// The helper's group is made after this, and runs.
+	t0 := time.Now()
+	thaw, err := g.FreezeChildren()
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil, fmt.Errorf("session %s: %w: %w", s.id, errNoFreeze, ErrNotSupported)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %s: freeze: %w", s.id, err)
+	}
+	rep, err := s.fileOpHeld(ctx, &heldSession{dir, st}, jailfs.Request{Op: jailfs.OpGetTar, Path: WorkspacePath}, nil, out)
+	terr := thaw()
+	info.FreezeMS = time.Since(t0).Milliseconds()
+	info.CreatedAt = t0.UTC()
+	if err != nil {
+		return nil, err
+	}
+	if terr != nil {
+		return nil, fmt.Errorf("session %s: thaw: %w", s.id, terr)
+	}
+	if err := out.Sync(); err != nil {
+		return nil, err
+	}
+	info.Bytes, info.Files = rep.Bytes, rep.Entries
+	if err := writeSnapshotMeta(sdir, &snapshotMeta{SnapshotInfo: *info, Spec: withoutWorkspace(st.Spec)}); err != nil {
+		return nil, err
+	}
+	s.m.log().Info("snapshot taken", "id", info.ID, "session", s.id, "bytes", info.Bytes, "freeze_ms", info.FreezeMS)
+	return info, nil
+}
+
+func writeSnapshotMeta(sdir string, meta *snapshotMeta) error {
+	b, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(sdir, "snapshot.json.tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	f, err := os.Open(tmp)
+	if err == nil {
+		err = f.Sync()
+		f.Close()
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(sdir, "snapshot.json"))
+}
+
+// snapshot reads snapshot id (or, failing that, the one snapshot named
+// id).
+func (m *Sessions) snapshot(id string) (string, *snapshotMeta, error) {
+	store, err := m.snapDir()
+	if err != nil {
+		return "", nil, err
+	}
+	if !validSnapshotID(id) {
+		list, err := m.Snapshots()
+		if err != nil {
+			return "", nil, err
+		}
+		var found []string
+		for _, s := range list {
+			if s.Name == id {
+				found = append(found, s.ID)
+			}
+		}
+		switch len(found) {
+		case 0:
+			return "", nil, fmt.Errorf("snapshot %q: %w", id, ErrNotFound)
+		case 1:
+			id = found[0]
+		default:
+			return "", nil, fmt.Errorf("snapshot %q: %d snapshots have that name (%s): give an id", id, len(found), strings.Join(found, ", "))
+		}
+	}
+	sdir := filepath.Join(store, id)
+	b, err := os.ReadFile(filepath.Join(sdir, "snapshot.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, fmt.Errorf("snapshot %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	var meta snapshotMeta
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&meta); err != nil || meta.Schema != SnapshotSchema || meta.ID != id {
+		return "", nil, fmt.Errorf("snapshot %s: not a snapshot's description (%v)", id, err)
+	}
+	return sdir, &meta, nil
+}
+
+// Snapshots lists the snapshots, oldest first.
+func (m *Sessions) Snapshots() ([]*SnapshotInfo, error) {
+	store, err := m.snapDir()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(store)
+	if err != nil {
+		return nil, err
+	}
+	out := []*SnapshotInfo{}
+	for _, e := range entries {
+		if !validSnapshotID(e.Name()) {
+			continue
+		}
+		if _, meta, err := m.snapshot(e.Name()); err == nil {
+			out = append(out, &meta.SnapshotInfo)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
+
+// SnapshotInfo returns the description of snapshot id (an id, or the name
+// of exactly one snapshot).
+func (m *Sessions) SnapshotInfo(id string) (*SnapshotInfo, error) {
+	_, meta, err := m.snapshot(id)
+	if err != nil {
+		return nil, err
+	}
+	return &meta.SnapshotInfo, nil
+}
+
+// RemoveSnapshot removes snapshot id. Sessions made from it are not
+// touched: they have their own copy.
+func (m *Sessions) RemoveSnapshot(id string) error {
+	sdir, _, err := m.snapshot(id)
+	if err != nil {
+		return err
+	}
+	return os.RemoveAll(sdir)
+}
+
+// ExportSnapshot writes snapshot id to w as an OCI image layer: a tar
+// stream whose entries are the workspace's under workspace/, which
+// `docker import` takes (a tmpfs workspace has no whiteouts).
+func (m *Sessions) ExportSnapshot(id string, w io.Writer) error {
+	sdir, _, err := m.snapshot(id)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(filepath.Join(sdir, "workspace.tar"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr, tw := tar.NewReader(f), tar.NewWriter(w)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "workspace/", Mode: 0o755, ModTime: time.Now(), Format: tar.FormatPAX}); err != nil {
+		return err
+	}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("snapshot %s: %w", id, err)
+		}
+		h.Name = "workspace/" + h.Name
+		if h.Typeflag == tar.TypeLink {
+			h.Linkname = "workspace/" + h.Linkname
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// Restore brings the session's workspace back to snapshot id: every
+// command running in the session is killed (with everything it started;
+// PID 1 stays), the workspace is emptied and the snapshot's files are put
+// back, in the jail, as its workload's user. The snapshot must have been
+// taken of a session of the same Spec.
+func (s *Session) Restore(ctx context.Context, id string) error {
+	sdir, meta, err := s.m.snapshot(id)
+	if err != nil {
+		return err
+	}
+	dir, st, lock, err := s.lockLive()
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if st.Paused {
+		return fmt.Errorf("session %s is paused: resume it first: %w", s.id, ErrNotRunning)
+	}
+	if st.Workspace.Type != WorkspaceTmpfs {
+		return fmt.Errorf("session %s has no workspace to restore: %w", s.id, ErrNotSupported)
+	}
+	if h := specHash(st.Spec); h != meta.SpecHash {
+		return &SpecError{Field: "snapshot", Value: meta.ID, Err: fmt.Errorf("was taken of a session of another Spec (session %s): restore it into a session made from it (create --from)", meta.SessionID)}
+	}
+	if st.CgroupName != "" {
+		g, err := cgroup.Load(st.Cgroup, st.CgroupName)
+		if err != nil {
+			return err
+		}
+		names, err := g.ChildNames()
+		for _, n := range names {
+			if n == "init" {
+				continue
+			}
+			if c, cerr := g.Child(n); cerr == nil {
+				err = errors.Join(err, c.Kill())
+			}
+		}
+		g.Close()
+		if err != nil {
+			return fmt.Errorf("session %s: ending its commands: %w", s.id, err)
+		}
+	}
+	f, err := os.Open(filepath.Join(sdir, "workspace.tar"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := s.fileOpHeld(ctx, &heldSession{dir, st}, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, Clear: true}, f, nil); err != nil {
+		return err
+	}
+	st.Parent = meta.ID
+	if err := writeState(dir, st); err != nil {
+		return err
+	}
+	s.st.Parent = meta.ID
+	s.m.log().Info("session restored", "id", s.id, "snapshot", meta.ID)
+	return nil
+}
+
+// Fork takes a snapshot of the session now and makes n sessions from it,
+// each with the session's Spec, labels and deadlines and a copy of its
+// workspace. It returns the snapshot and one result per fork: a session,
+// or why that one could not be made. The snapshot is never older than the
+// call.
+func (s *Session) Fork(ctx context.Context, n int) (*SnapshotInfo, []ForkResult, error) {
+	if n < 1 || n > 1000 {
+		return nil, nil, &SpecError{Field: "n", Value: fmt.Sprint(n), Err: errors.New("want 1 to 1000 forks")}
+	}
+	snap, err := s.Snapshot(ctx, "fork of "+s.id)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]ForkResult, n)
+	for i := range out {
+		ns, err := s.m.Create(ctx, SessionSpec{From: snap.ID, Labels: s.st.Labels, TTL: s.st.TTL, IdleTimeout: s.st.IdleTimeout})
+		out[i] = ForkResult{Session: ns, Err: err}
+	}
+	return snap, out, nil
+}
+
+// fromSnapshot fills a SessionSpec that names a snapshot (From) with the
+// snapshot's Spec and workspace, and returns its tar.
+func (m *Sessions) fromSnapshot(ss *SessionSpec) (*os.File, string, error) {
+	sdir, meta, err := m.snapshot(ss.From)
+	if err != nil {
+		return nil, "", err
+	}
+	if !reflect.DeepEqual(ss.Spec, Spec{}) || ss.Workspace != (Workspace{}) {
+		return nil, "", &SpecError{Field: "from", Value: ss.From, Err: errors.New("a session made from a snapshot has the snapshot's spec and workspace: give neither")}
+	}
+	ss.Spec, ss.Workspace = meta.Spec, meta.Workspace
+	f, err := os.Open(filepath.Join(sdir, "workspace.tar"))
+	return f, meta.ID, err
+}
+
+// withoutWorkspace returns a session's Spec less the workspace mount that
+// Workspace.apply added (its last mount): what apply makes the same Spec
+// of again, for a session made from a snapshot.
+func withoutWorkspace(spec Spec) Spec {
+	if n := len(spec.Mounts); n > 0 && spec.Mounts[n-1].Target == WorkspacePath && spec.Mounts[n-1].Type == mounts.Tmpfs {
+		spec.Mounts = spec.Mounts[:n-1]
+		if len(spec.Mounts) == 0 {
+			spec.Mounts = nil
+		}
+	}
+	return spec
+}
