@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -314,14 +315,16 @@ func TestSessionGetStreams(t *testing.T) {
 	out, err := c.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, c.Start())
-	n, err := bytes.NewBuffer(nil).ReadFrom(&countOnly{r: out})
+	n, err := io.Copy(io.Discard, out)
 	require.NoError(t, err)
 	require.NoError(t, c.Wait())
 	assert.Equal(t, size, n)
 	// wait4's max RSS of jail takes in its reaped children: the helper.
 	maxRSS := c.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024
 	t.Logf("get of %d MiB: jail and its helper held at most %d KiB", size>>20, maxRSS>>10)
-	assert.Less(t, maxRSS, int64(64<<20), "streamed, in bounded memory")
+	// 13-17 MiB here; 60 MiB once under the race detector's load: bound
+	// it well below the file's size, not near the figure.
+	assert.Less(t, maxRSS, int64(128<<20), "streamed, in bounded memory")
 }
 
 // countOnly reads through, so ReadFrom counts without keeping anything.
@@ -423,4 +426,159 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return out
+}
+
+// snapDir is a snapshot directory of the test's own.
+func snapDir(t *testing.T) string {
+	d := filepath.Join(hostDir(t), "snapshots")
+	require.NoError(t, os.Mkdir(d, 0o700))
+	return d
+}
+
+func TestSessionSnapshotRestoreFork(t *testing.T) {
+	dir, snaps := sessionDir(t), snapDir(t)
+	s := func(sub string, args ...string) result {
+		return sess(t, dir, sub, append([]string{"--snapshot-dir", snaps}, args...)...)
+	}
+	ok := func(sub string, args ...string) string {
+		t.Helper()
+		r := s(sub, args...)
+		require.Equal(t, 0, r.code, "session %s %v: %s", sub, args, r.stderr)
+		return r.stdout
+	}
+	id := strings.TrimSpace(ok("create", "--label", "k=v"))
+	defer sess(t, dir, "rm", id)
+	if !hasCgroups() {
+		// No cgroup, nothing to freeze: refused, never taken live.
+		r := s("snapshot", id)
+		assert.Equal(t, 125, r.code)
+		assert.Contains(t, r.stderr, "no cgroup to freeze")
+		return
+	}
+	ok("exec", id, "--", "sh", "-c", "mkdir d && echo one > d/f && ln -s d/f l && chmod 600 d/f")
+	var snap jail.SnapshotInfo
+	require.NoError(t, json.Unmarshal([]byte(ok("snapshot", "--json", "--name", "first", id)), &snap))
+	assert.Equal(t, jail.SnapshotSchema, snap.Schema)
+	assert.Equal(t, id, snap.SessionID)
+	assert.Equal(t, jail.ConsistencyFrozen, snap.Consistency)
+	assert.EqualValues(t, 3, snap.Files, "d/, d/f, l and nothing else")
+	assert.Positive(t, snap.Bytes)
+	t.Logf("snapshot of a small workspace: processes stopped for %d ms", snap.FreezeMS)
+
+	// Changes, then restore: exactly the snapshot's tree again, and the
+	// commands that ran are gone.
+	ok("exec", id, "--", "sh", "-c", "echo two > d/f; rm l; echo new > n; mkdir e")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	marker, script := sleepMarker(60)
+	bg := jailCmd(ctx, "session", "exec", "--state-dir", dir, id, "--", "sh", "-c", script)
+	require.NoError(t, bg.Start())
+	requireRunning(t, marker, 1)
+	ok("restore", id, "first") // by name
+	_ = bg.Wait()
+	requireGone(t, marker)
+	tree := func(id string) string {
+		return ok("exec", id, "--", "sh", "-c", "find . | sort; cat d/f; stat -c '%a' d/f; readlink l")
+	}
+	want := ".\n./d\n./d/f\n./l\none\n600\nd/f\n"
+	assert.Equal(t, want, tree(id))
+	assert.Equal(t, snap.ID, inspectSnap(t, dir, snaps, snap.ID).ID)
+
+	// Fork: N independent sessions from a snapshot of now.
+	ok("exec", id, "--", "sh", "-c", "echo three > d/f")
+	var fork struct {
+		Snapshot string `json:"snapshot"`
+		Forks    []struct {
+			ID, Error string
+		} `json:"forks"`
+	}
+	n := 10
+	if unprivileged || os.Getenv("JAIL_IT_PREBUILT") != "" {
+		n = 3
+	}
+	require.NoError(t, json.Unmarshal([]byte(ok("fork", "--json", "-n", strconv.Itoa(n), id)), &fork))
+	require.Len(t, fork.Forks, n)
+	for i, f := range fork.Forks {
+		require.Empty(t, f.Error)
+		defer sess(t, dir, "rm", f.ID)
+		assert.Equal(t, "three\n", ok("exec", f.ID, "--", "cat", "d/f"), "a fork has the files of the moment of the call")
+		ok("exec", f.ID, "--", "sh", "-c", fmt.Sprintf("echo fork%d > d/f", i))
+		assert.Equal(t, map[string]string{"k": "v"}, inspect(t, dir, f.ID).Labels)
+	}
+	for i, f := range fork.Forks {
+		assert.Equal(t, fmt.Sprintf("fork%d\n", i), ok("exec", f.ID, "--", "cat", "d/f"), "independent")
+	}
+	assert.Equal(t, "three\n", ok("exec", id, "--", "cat", "d/f"))
+
+	// create --from, and restore across sessions of the same jail.
+	other := strings.TrimSpace(ok("create", "--from", snap.ID))
+	defer sess(t, dir, "rm", other)
+	assert.Equal(t, want, tree(other))
+	ok("restore", fork.Forks[0].ID, snap.ID)
+	assert.Equal(t, "one\n", ok("exec", fork.Forks[0].ID, "--", "cat", "d/f"))
+	r := s("create", "--from", snap.ID, "--memory", "64M")
+	assert.Equal(t, 125, r.code, "--from takes the snapshot's jail")
+	diff := strings.TrimSpace(ok("create", "--memory", "128M"))
+	defer sess(t, dir, "rm", diff)
+	r = s("restore", diff, snap.ID)
+	assert.Equal(t, 125, r.code, "another jail's snapshot")
+	assert.Contains(t, r.stderr, "another Spec")
+
+	// Export: an image layer with the files under workspace/.
+	tr := tar.NewReader(strings.NewReader(runOK(t, "snapshot", "export", "--snapshot-dir", snaps, snap.ID)))
+	var names []string
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		names = append(names, h.Name)
+	}
+	assert.Equal(t, []string{"workspace/", "workspace/d/", "workspace/d/f", "workspace/l"}, names)
+
+	list := runOK(t, "snapshot", "list", "--snapshot-dir", snaps)
+	assert.Contains(t, list, snap.ID)
+	assert.Contains(t, list, fork.Snapshot)
+	runOK(t, "snapshot", "rm", "--snapshot-dir", snaps, snap.ID, fork.Snapshot)
+	assert.Equal(t, "[]\n", runOK(t, "snapshot", "list", "--json", "--snapshot-dir", snaps))
+	assert.Equal(t, want, tree(other), "a session made from a snapshot keeps its files")
+}
+
+func inspectSnap(t *testing.T, dir, snaps, id string) jail.SnapshotInfo {
+	t.Helper()
+	var info jail.SnapshotInfo
+	require.NoError(t, json.Unmarshal([]byte(runOK(t, "snapshot", "inspect", "--snapshot-dir", snaps, id)), &info))
+	return info
+}
+
+// TestSessionSnapshotUnderWrites snapshots a session whose command
+// rewrites files in place in a loop, each with one write(2) of 1 MiB of
+// one digit after its O_TRUNC, and checks each snapshot in a session made
+// from it: every file is empty (truncated, not yet written) or whole,
+// never part of one write and part of another.
+func TestSessionSnapshotUnderWrites(t *testing.T) {
+	if !hasCgroups() {
+		t.Skip("no cgroup to freeze: TestSessionSnapshotRestoreFork checks the refusal")
+	}
+	dir, snaps := sessionDir(t), snapDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	sessOK(t, dir, "exec", id, "--", "sh", "-c", "mkdir src && for i in 0 1 2 3 4 5 6 7 8 9; do head -c 1048576 /dev/zero | tr '\\0' $i > src/$i; done")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	writer := jailCmd(ctx, "session", "exec", "--state-dir", dir, "--timeout", "0", id, "--", "sh", "-c",
+		`i=0; while :; do i=$(( (i+1) % 10 )); dd if=src/$i of=f$(( i % 4 )) bs=1M count=1 2>/dev/null; done`)
+	require.NoError(t, writer.Start())
+	defer func() { _ = writer.Process.Kill(); _ = writer.Wait() }()
+	time.Sleep(300 * time.Millisecond)
+	rounds := 10
+	if unprivileged || os.Getenv("JAIL_IT_PREBUILT") != "" {
+		rounds = 3
+	}
+	for k := 0; k < rounds; k++ {
+		var snap jail.SnapshotInfo
+		require.NoError(t, json.Unmarshal([]byte(sessOK(t, dir, "snapshot", "--snapshot-dir", snaps, "--json", id)), &snap))
+		check := strings.TrimSpace(sessOK(t, dir, "create", "--snapshot-dir", snaps, "--from", snap.ID))
+		out := sessOK(t, dir, "exec", check, "--", "sh", "-c",
+			`for f in f0 f1 f2 f3; do [ -e $f ] || continue; n=$(wc -c < $f); [ "$n" -eq 0 ] && continue; d=$(head -c 1 $f); if [ "$n" -ne 1048576 ] || [ "$(tr -d "$d" < $f | wc -c)" -ne 0 ]; then echo "torn: $f ($n bytes)"; fi; done; ls f? | wc -l`)
+		sessOK(t, dir, "rm", check)
+		assert.NotContains(t, out, "torn", "snapshot %d (frozen %d ms)", k, snap.FreezeMS)
+		t.Logf("snapshot %d: %d files, %d bytes, processes stopped %d ms, %s files checked", k, snap.Files, snap.Bytes, snap.FreezeMS, strings.TrimSpace(out))
+	}
 }

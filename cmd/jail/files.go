@@ -242,11 +242,7 @@ func writeHost(dest string, write func(io.Writer) error) error {
 		return usageError("%s: %v", dest, err)
 	}
 	defer out.Close()
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(write(pw)) }()
-	_, err = out.WriteFrom(pr, 0o644)
-	pr.Close()
-	return err
+	return writeFrom(out, write)
 }
 
 func newSessionLs(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {

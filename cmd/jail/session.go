@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/mounts"
@@ -37,11 +38,13 @@ $XDG_RUNTIME_DIR/jail otherwise), 0700, so one user's sessions are invisible to 
   jail session rm "$id"`,
 	}
 	root.PersistentFlags().StringVar(&stateDir, "state-dir", "", "directory of the sessions' state (default $JAIL_STATE_DIR, /run/jail as root, else $XDG_RUNTIME_DIR/jail)")
-	m := func() *jail.Sessions { return &jail.Sessions{Dir: stateDir} }
+	var snapDir string
+	root.PersistentFlags().StringVar(&snapDir, "snapshot-dir", "", snapshotDirHelp)
+	m := func() *jail.Sessions { return &jail.Sessions{Dir: stateDir, SnapshotDir: snapDir} }
 	root.AddCommand(newSessionCreate(m, stdout), newSessionExec(m, stdout, stderr), newSessionList(m, stdout),
 		newSessionInspect(m, stdout), newSessionPause(m, true), newSessionPause(m, false), newSessionRm(m, stdout),
 		newSessionGC(m, stdout), newSessionPut(m), newSessionGet(m, stdout), newSessionLs(m, stdout), newSessionMv(m),
-		newSessionCp(m, stdout))
+		newSessionCp(m, stdout), newSessionSnapshot(m, stdout), newSessionRestore(m), newSessionFork(m, stdout))
 	return root
 }
 
@@ -60,7 +63,7 @@ func newSessionCreate(m func() *jail.Sessions, stdout io.Writer) *cobra.Command 
 	var labels []string
 	var ttl, idle time.Duration
 	var asJSON bool
-	var workspace string
+	var workspace, from string
 	cmd := &cobra.Command{
 		Use:   "create [flags]",
 		Short: "Create a session and print its id",
@@ -72,16 +75,31 @@ count against --memory. It prints the session's id, or with --json its document 
 jail.session/v1). Exit status 125 when the session could not be created; then nothing is left.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			spec, err := buildSpec(cmd, f)
-			if err != nil {
-				return err
-			}
-			ss := jail.SessionSpec{ID: id, TTL: ttl, IdleTimeout: idle, Spec: spec}
-			if ss.Workspace, err = jail.ParseWorkspace(workspace); err != nil {
-				return usageError("--workspace %q: %v", workspace, err)
-			}
-			if !cmd.Flags().Changed("cwd") && ss.Workspace.Type != jail.WorkspaceNone {
-				ss.Spec.Cwd = "" // the workspace, not the profile's /tmp
+			ss := jail.SessionSpec{ID: id, TTL: ttl, IdleTimeout: idle, From: from}
+			var err error
+			if from != "" {
+				// The snapshot's jail: no flag may describe another.
+				var other []string
+				cmd.Flags().Visit(func(fl *pflag.Flag) {
+					switch fl.Name {
+					case "from", "id", "label", "ttl", "idle-timeout", "json", "state-dir", "snapshot-dir":
+					default:
+						other = append(other, "--"+fl.Name)
+					}
+				})
+				if len(other) > 0 {
+					return usageError("--from: a session made from a snapshot has the snapshot's jail; %s cannot change it", strings.Join(other, ", "))
+				}
+			} else {
+				if ss.Spec, err = buildSpec(cmd, f); err != nil {
+					return err
+				}
+				if ss.Workspace, err = jail.ParseWorkspace(workspace); err != nil {
+					return usageError("--workspace %q: %v", workspace, err)
+				}
+				if !cmd.Flags().Changed("cwd") && ss.Workspace.Type != jail.WorkspaceNone {
+					ss.Spec.Cwd = "" // the workspace, not the profile's /tmp
+				}
 			}
 			if ss.Labels, err = parseLabels(labels); err != nil {
 				return err
@@ -112,6 +130,7 @@ jail.session/v1). Exit status 125 when the session could not be created; then no
 	fl.DurationVar(&idle, "idle-timeout", 0, "end the session once no command has run in it for this long (0: never)")
 	fl.BoolVar(&asJSON, "json", false, "print the session's document (jail.session/v1) instead of its id")
 	fl.StringVar(&workspace, "workspace", "tmpfs", "the session's `tmpfs[:SIZE]` at /workspace (size default 256M; counts against --memory), or none")
+	fl.StringVar(&from, "from", "", "make the session from `SNAPSHOT` (an id or a name): its jail, and a copy of its files")
 	return cmd
 }
 
