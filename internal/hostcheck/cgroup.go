@@ -87,3 +87,32 @@ func isLimitController(name string) bool {
 	}
 	return false
 }
+
+// snapshotFeature says whether this caller's sessions can be snapshotted:
+// a snapshot stops the session's processes with the freezer (cgroup.freeze
+// on v2, the freezer controller on v1) while it copies the workspace, and
+// is refused without one. It also says what a snapshot is not.
+func snapshotFeature(s cgroup.Support) Feature {
+	f := Feature{Name: nameSnapshots}
+	const what = "files only: the workspace, copied while the session's processes are frozen; no memory or process checkpoint (`session pause` keeps those, until resume)"
+	for _, c := range s.Controllers {
+		if c.Name != cgroup.ControllerFreezer {
+			continue
+		}
+		if c.Usable {
+			f.Verdict, f.Detail = OK, what
+			return f
+		}
+		f.Verdict = Warn
+		f.Detail = "this caller cannot freeze a session (" + c.Reason + "): session snapshot, restore and fork are refused; a snapshot is " + what
+		f.Fix = c.Fix
+		if f.Fix == "" {
+			f.Fix = "run as root, or with a delegated cgroup"
+		}
+		return f
+	}
+	f.Verdict = Warn
+	f.Detail = "no freezer: session snapshot, restore and fork are refused"
+	f.Fix = "mount cgroup2 (or the v1 freezer hierarchy)"
+	return f
+}

@@ -39,6 +39,7 @@ const (
 	nameNamespaces = "pid, mount, net, uts, ipc, cgroup namespaces"
 	nameTimeNS     = "time namespace"
 	nameCgroups    = "cgroups"
+	nameSnapshots  = "session snapshots"
 	nameSeccomp    = "seccomp"
 	nameLandlock   = "landlock"
 	nameNftables   = "nftables"

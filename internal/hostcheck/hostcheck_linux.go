@@ -38,12 +38,14 @@ var probeBinaries = []string{"/bin/true", "/usr/bin/true"}
 // Run changes nothing on the host. It starts and reaps one short-lived
 // /bin/true in a new user and mount namespace.
 func Run() []Feature {
+	support := cgroup.Probe()
 	return []Feature{
 		checkKernel(),
 		usernsFeature(probeUserNS()),
 		namespacesFeature(nsPresent),
 		timeNSFeature(nsPresent("time")),
-		cgroupFeature(cgroup.Probe()),
+		cgroupFeature(support),
+		snapshotFeature(support),
 		seccompFeature(probeSeccomp()),
 		checkLandlock(),
 		checkNftables(),

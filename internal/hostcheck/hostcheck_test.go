@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail/cgroup"
 )
 
 func TestParseKernelRelease(t *testing.T) {
@@ -291,7 +293,7 @@ func TestRun(t *testing.T) {
 		t.Logf("%-45s %-7s %s | %s", f.Name, f.Verdict, f.Detail, f.Fix)
 	}
 
-	wantNames := []string{nameKernel, nameUserNS, nameNamespaces, nameTimeNS, nameCgroups,
+	wantNames := []string{nameKernel, nameUserNS, nameNamespaces, nameTimeNS, nameCgroups, nameSnapshots,
 		nameSeccomp, nameLandlock, nameNftables, nameMountAPI, nameRootFS, nameCaller}
 	require.Len(t, features, len(wantNames))
 	byName := map[string]Feature{}
@@ -347,4 +349,30 @@ func TestRootFSFeature(t *testing.T) {
 	assert.Contains(t, rootFSFeature(true).Detail, "initramfs")
 	assert.Contains(t, rootFSFeature(false).Detail, "pivot_root detaches")
 	assert.Equal(t, OK, rootFSFeature(true).Verdict, "handled: each jail enters a copy")
+}
+
+func TestSnapshotFeature(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		freezer *cgroup.Controller
+		want    Verdict
+		detail  string
+	}{
+		{"v2", &cgroup.Controller{Name: cgroup.ControllerFreezer, Version: 2, Usable: true}, OK, "no memory or process checkpoint"},
+		{"not usable", &cgroup.Controller{Name: cgroup.ControllerFreezer, Version: 1, Reason: "permission denied", Fix: "delegate it"}, Warn, "permission denied"},
+		{"absent", nil, Warn, "no freezer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := cgroup.Support{Mode: cgroup.ModeHybrid, Controllers: []cgroup.Controller{{Name: cgroup.ControllerMemory, Version: 1, Usable: true}}}
+			if tc.freezer != nil {
+				s.Controllers = append(s.Controllers, *tc.freezer)
+			}
+			f := snapshotFeature(s)
+			assert.Equal(t, tc.want, f.Verdict)
+			assert.Contains(t, f.Detail, tc.detail)
+			if tc.want != OK {
+				assert.NotEmpty(t, f.Fix)
+			}
+		})
+	}
 }
