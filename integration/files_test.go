@@ -363,8 +363,17 @@ func TestSessionFilesHelper(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.NotZero(t, helper, "no jail:files child of jail")
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", helper))
-	require.NoError(t, err)
+	// Its filter is loaded before it reads its request: wait for that (the
+	// process exists from its C stage on; a slow VM shows the gap).
+	var status []byte
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		status, err = os.ReadFile(fmt.Sprintf("/proc/%d/status", helper))
+		require.NoError(t, err)
+		if strings.Contains(string(status), "Seccomp:\t2") || time.Now().After(deadline) {
+			break
+		}
+	}
+
 	for _, want := range []string{"Seccomp:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000",
 		"CapBnd:\t0000000000000000", fmt.Sprintf("Uid:\t%d\t%d\t%d", jailHostUID(), jailHostUID(), jailHostUID())} {
 		assert.Contains(t, string(status), want)
@@ -381,8 +390,21 @@ func TestSessionFilesHelper(t *testing.T) {
 		// Every file it holds is one of the jail's: what its path names
 		// in the session's root (through PID 1's) is the same file, or,
 		// for the unnamed file being written, on the same file system.
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", helper))
-		require.NoError(t, err)
+		// Once it waits for the rest of the input, it holds the unnamed
+		// file it writes: wait for that.
+		var fds []os.DirEntry
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			fds, err = os.ReadDir(fmt.Sprintf("/proc/%d/fd", helper))
+			require.NoError(t, err)
+			writing := false
+			for _, fd := range fds {
+				l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", helper, fd.Name()))
+				writing = writing || strings.HasSuffix(l, "(deleted)")
+			}
+			if writing || time.Now().After(deadline) {
+				break
+			}
+		}
 		files := 0
 		for _, fd := range fds {
 			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", helper, fd.Name()))

@@ -105,7 +105,7 @@ func openSource(src string, stdin io.Reader) (io.Reader, func(), error) {
 // session).
 func putSources(ctx context.Context, s *jail.Session, srcs []string, dst string, o jail.WriteOptions, stdin io.Reader) error {
 	into := len(srcs) > 1 || strings.HasSuffix(dst, "/")
-	if !into {
+	if !into && srcs[0] != "-" { // standard input goes to a file name: no need to ask
 		if fi, err := s.Stat(ctx, dst); err == nil && fi.Type == "dir" {
 			into = true
 		}

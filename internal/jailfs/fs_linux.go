@@ -267,7 +267,8 @@ type fileOpts struct {
 // replacing a regular file or a symlink there (the name, never what a
 // symlink points to).
 func writeFile(dfd int, name, jailPath string, src io.Reader, o fileOpts) (int64, error) {
-	fd, err := unix.Openat(dfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, o.mode)
+	// Read-write: before Linux 6.10 linkTemp copies it to a named file.
+	fd, err := unix.Openat(dfd, ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, o.mode)
 	named := ""
 	if err == unix.EOPNOTSUPP || err == unix.EISDIR || err == unix.EINVAL {
 		// A file system without O_TMPFILE: a hidden name, removed on
@@ -370,18 +371,22 @@ func (f fdFile) Write(p []byte) (int, error) {
 func linkTemp(dfd, fd int) (string, error) {
 	for i := 0; ; i++ {
 		name := ".jail-put-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(i)
-		err := unix.Linkat(fd, "", dfd, name, unix.AT_EMPTY_PATH)
+		err := linkat(fd, "", dfd, name, unix.AT_EMPTY_PATH)
 		switch {
 		case err == nil:
 			return name, nil
 		case err == unix.EEXIST:
 			continue
-		case err == unix.ENOENT || err == unix.EPERM:
+		case err == unix.ENOENT || err == unix.EPERM || err == unix.EACCES:
 			return copyTemp(dfd, fd)
 		}
 		return "", err
 	}
 }
+
+// linkat is unix.Linkat; a test makes it fail as a kernel before 6.10
+// does.
+var linkat = unix.Linkat
 
 // copyTemp copies the unnamed file fd to a new hidden file in dfd.
 func copyTemp(dfd, fd int) (string, error) {

@@ -410,3 +410,25 @@ func TestExtractAndArchive(t *testing.T) {
 	assert.Equal(t, []string{"h", "implicit/", "implicit/dir/", "implicit/dir/f", "l", "ro/", "ro/f", "x"}, names)
 	require.NoError(t, os.Chmod(filepath.Join(dir, "dest/ro"), 0o755)) // for t.TempDir's cleanup
 }
+
+// TestPutBeforeLinux610 writes as on a kernel that refuses linkat of an
+// unnamed file without CAP_DAC_READ_SEARCH (before 6.10): the file is
+// copied to a named one, and the result is the same.
+func TestPutBeforeLinux610(t *testing.T) {
+	r, dir, _ := newRoot(t)
+	defer func(l func(int, string, int, string, int) error) { linkat = l }(linkat)
+	linkat = func(int, string, int, string, int) error { return unix.ENOENT }
+	data := bytes.Repeat([]byte("0123456789"), 100000)
+	n, err := r.Put("/f", bytes.NewReader(data), PutOptions{Mode: 0o640})
+	require.NoError(t, err)
+	assert.EqualValues(t, len(data), n)
+	b, err := os.ReadFile(filepath.Join(dir, "f"))
+	require.NoError(t, err)
+	assert.Equal(t, data, b)
+	st, err := os.Stat(filepath.Join(dir, "f"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o640), st.Mode().Perm())
+	e, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, e, 1, "no hidden file left")
+}
