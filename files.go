@@ -36,6 +36,11 @@ type WriteOptions struct {
 	// Mkdir makes the missing directories above the file (WriteFile), or
 	// the destination and above (PutTar), mode 0755.
 	Mkdir bool
+	// Into, when the path is an existing directory of the session, writes
+	// there under this name instead, as cp does: WriteFile of
+	// "/workspace" with Into "main.py" writes /workspace/main.py. Empty:
+	// the path is the file (WriteFile) or the directory (PutTar) itself.
+	Into string
 }
 
 // TarInfo is what [Session.PutTar] and [Session.GetTar] moved.

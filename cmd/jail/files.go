@@ -105,18 +105,17 @@ func openSource(src string, stdin io.Reader) (io.Reader, func(), error) {
 // session).
 func putSources(ctx context.Context, s *jail.Session, srcs []string, dst string, o jail.WriteOptions, stdin io.Reader) error {
 	into := len(srcs) > 1 || strings.HasSuffix(dst, "/")
-	if !into && srcs[0] != "-" { // standard input goes to a file name: no need to ask
-		if fi, err := s.Stat(ctx, dst); err == nil && fi.Type == "dir" {
-			into = true
-		}
-	}
 	for _, src := range srcs {
-		target := dst
-		if into {
-			if src == "-" {
-				return usageError("put: - (standard input) needs a file name as DST")
-			}
+		target, o := dst, o
+		switch {
+		case src == "-" && into:
+			return usageError("put: - (standard input) needs a file name as DST")
+		case into:
 			target = path.Join(dst, filepath.Base(filepath.Clean(src)))
+		case src != "-":
+			// Into a directory if DST is one: the helper sees, in the
+			// jail, with no round trip to ask first.
+			o.Into = filepath.Base(filepath.Clean(src))
 		}
 		if err := putOne(ctx, s, src, target, o, stdin); err != nil {
 			return err
@@ -190,16 +189,12 @@ written through.
 // getPath copies path of the session to dest on the host (get, and cp
 // out of a session).
 func getPath(ctx context.Context, s *jail.Session, p, dest string, stdout io.Writer) error {
-	fi, err := s.Stat(ctx, p)
-	if err != nil {
-		return err
-	}
 	name := path.Base(p)
 	if dest == "-" {
-		if fi.Type == "dir" {
+		_, err := s.ReadFile(ctx, p, stdout)
+		if errors.Is(err, syscall.EISDIR) {
 			return usageError("get: %s is a directory: use --tar for a stream", p)
 		}
-		_, err := s.ReadFile(ctx, p, stdout)
 		return err
 	}
 	if dest == "" {
@@ -207,8 +202,13 @@ func getPath(ctx context.Context, s *jail.Session, p, dest string, stdout io.Wri
 	} else if st, err := os.Stat(dest); err == nil && st.IsDir() {
 		dest = filepath.Join(dest, name)
 	}
-	if fi.Type != "dir" {
-		return writeHost(dest, func(w io.Writer) error { _, err := s.ReadFile(ctx, p, w); return err })
+	// A file, as most are (one round trip); a directory says so, and
+	// comes as a tree (into dest, when that is a directory already).
+	if st, err := os.Lstat(dest); err != nil || !st.IsDir() {
+		err := writeHost(dest, func(w io.Writer) error { _, err := s.ReadFile(ctx, p, w); return err })
+		if !errors.Is(err, syscall.EISDIR) {
+			return err
+		}
 	}
 	if err := os.Mkdir(dest, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
@@ -220,7 +220,7 @@ func getPath(ctx context.Context, s *jail.Session, p, dest string, stdout io.Wri
 		pr.CloseWithError(err)
 		done <- err
 	}()
-	_, err = s.GetTar(ctx, p, pw)
+	_, err := s.GetTar(ctx, p, pw)
 	pw.CloseWithError(err)
 	xerr := <-done
 	if errors.Is(xerr, syscall.EXDEV) {

@@ -432,3 +432,17 @@ func TestPutBeforeLinux610(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, e, 1, "no hidden file left")
 }
+
+func TestInto(t *testing.T) {
+	r, dir, _ := newRoot(t)
+	tree(t, dir, "d/", "l -> d", "f")
+	for in, want := range map[string]string{"/d": "/d/x", "/l": "/l/x", "/f": "/f", "/new": "/new"} {
+		got, err := r.into(in, "x")
+		require.NoError(t, err)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"..", ".", "a/b", "a\x00"} {
+		_, err := r.into("/d", bad)
+		assert.ErrorIs(t, err, unix.EINVAL, bad)
+	}
+}

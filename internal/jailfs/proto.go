@@ -42,6 +42,10 @@ type Request struct {
 	// Mkdir makes missing directories above Path (OpPut) or Path itself
 	// and above (OpPutTar), mode 0755.
 	Mkdir bool `json:"mkdir,omitempty"`
+	// Into, for OpPut and OpPutTar: when Path is an existing directory
+	// (a symlink to one included), write Path/Into instead, as cp does
+	// (one round trip instead of a stat first). A single name.
+	Into string `json:"into,omitempty"`
 	// Recursive lets OpRemove remove a directory and everything in it.
 	Recursive bool `json:"recursive,omitempty"`
 	// Clear empties the directory Path before OpPutTar unpacks into it

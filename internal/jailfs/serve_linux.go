@@ -113,6 +113,11 @@ func serve(req *Request, sock *os.File, stdin io.Reader, stdout io.Writer) *Repl
 	}
 	defer root.Close()
 	rep := &Reply{}
+	if req.Into != "" && (req.Op == OpPut || req.Op == OpPutTar) {
+		if p, err = root.into(p, req.Into); err != nil {
+			return &Reply{Error: newError(string(req.Op), req.Path, err)}
+		}
+	}
 	switch req.Op {
 	case OpStat:
 		rep.Entry, err = root.Stat(p)
