@@ -51,6 +51,14 @@ const (
 	// user. Its pages are memory: with a memory limit they count against
 	// the session's, files and processes together.
 	WorkspaceTmpfs = "tmpfs"
+	// WorkspaceDir is a directory of the host's, made for the session in
+	// the workspace directory (Sessions.WorkspaceDir), bound read-write
+	// at /workspace and owned by the workload's user. Its size is
+	// enforced with a project quota where the file system has them
+	// (ext4 and xfs mounted with prjquota), else the session is refused
+	// unless the Spec allows what cannot be enforced. It is removed with
+	// the session.
+	WorkspaceDir = "dir"
 	// WorkspaceNone is no workspace: the session has the Spec's mounts
 	// only.
 	WorkspaceNone = "none"
@@ -59,19 +67,37 @@ const (
 // WorkspacePath is where a session's workspace is mounted.
 const WorkspacePath = "/workspace"
 
-// DefaultWorkspaceBytes is the size of a workspace whose SizeBytes is 0.
-const DefaultWorkspaceBytes = 256 << 20
+// DefaultWorkspaceBytes is the size of a tmpfs workspace whose SizeBytes
+// is 0; DefaultDirWorkspaceBytes that of a dir one: a workspace on the
+// host's disk is never without a bound.
+const (
+	DefaultWorkspaceBytes    = 256 << 20
+	DefaultDirWorkspaceBytes = 1 << 30
+)
 
 // Workspace is a session's writable place for files, mounted at
 // /workspace, the default working directory of its commands.
 type Workspace struct {
-	// Type is "tmpfs" (the default) or "none".
+	// Type is "tmpfs" (the default), "dir" or "none".
 	Type string `json:"type,omitempty"`
-	// SizeBytes bounds a tmpfs workspace; 0 means DefaultWorkspaceBytes.
+	// SizeBytes bounds the workspace; 0 means DefaultWorkspaceBytes
+	// (tmpfs) or DefaultDirWorkspaceBytes (dir).
 	SizeBytes int64 `json:"size_bytes,omitempty"`
 }
 
-// ParseWorkspace parses the command line's "tmpfs[:SIZE]" or "none".
+// size returns the workspace's bound.
+func (w Workspace) size() int64 {
+	switch {
+	case w.SizeBytes != 0:
+		return w.SizeBytes
+	case w.Type == WorkspaceDir:
+		return DefaultDirWorkspaceBytes
+	}
+	return DefaultWorkspaceBytes
+}
+
+// ParseWorkspace parses the command line's "tmpfs[:SIZE]", "dir[:SIZE]"
+// or "none".
 func ParseWorkspace(unsafeArg string) (Workspace, error) {
 	typ, size, hasSize := strings.Cut(unsafeArg, ":")
 	w := Workspace{Type: typ}
@@ -87,25 +113,26 @@ func ParseWorkspace(unsafeArg string) (Workspace, error) {
 
 func (w Workspace) validate() error {
 	switch w.Type {
-	case "", WorkspaceTmpfs:
+	case "", WorkspaceTmpfs, WorkspaceDir:
 		if w.SizeBytes < 0 || w.SizeBytes > mounts.MaxTmpfsBytes {
-			return &SpecError{Field: "workspace.size_bytes", Value: fmt.Sprint(w.SizeBytes), Err: fmt.Errorf("want 0 (%d) to %d", DefaultWorkspaceBytes, mounts.MaxTmpfsBytes)}
+			return &SpecError{Field: "workspace.size_bytes", Value: fmt.Sprint(w.SizeBytes), Err: fmt.Errorf("want 0 (the default) to %d", int64(mounts.MaxTmpfsBytes))}
 		}
 	case WorkspaceNone:
 		if w.SizeBytes != 0 {
 			return &SpecError{Field: "workspace.size_bytes", Value: fmt.Sprint(w.SizeBytes), Err: errors.New("a size needs a workspace")}
 		}
-	case "dir", "overlay":
-		return &SpecError{Field: "workspace.type", Value: w.Type, Err: errors.New("not available in this version: only tmpfs (or none) is; a host directory with a quota and an overlay root are planned")}
+	case "overlay":
+		return &SpecError{Field: "workspace.type", Value: w.Type, Err: errors.New("not available in this version: tmpfs, dir or none")}
 	default:
-		return &SpecError{Field: "workspace.type", Value: w.Type, Err: errors.New("want tmpfs or none")}
+		return &SpecError{Field: "workspace.type", Value: w.Type, Err: errors.New("want tmpfs, dir or none")}
 	}
 	return nil
 }
 
-// apply returns the Spec of a session with workspace w: a tmpfs
-// at WorkspacePath, and the default working directory there.
-func (w Workspace) apply(spec Spec) (Spec, error) {
+// apply returns the Spec of a session with workspace w: a tmpfs at
+// WorkspacePath, or a bind of the host directory hostDir there (dir),
+// and the default working directory there.
+func (w Workspace) apply(spec Spec, hostDir string) (Spec, error) {
 	if w.Type == WorkspaceNone {
 		return spec, nil
 	}
@@ -114,11 +141,11 @@ func (w Workspace) apply(spec Spec) (Spec, error) {
 			return Spec{}, &SpecError{Field: "mounts", Value: m.Target, Err: errors.New("is the session's workspace (use workspace none to mount your own there)")}
 		}
 	}
-	size := w.SizeBytes
-	if size == 0 {
-		size = DefaultWorkspaceBytes
+	m := mounts.Mount{Type: mounts.Tmpfs, Target: WorkspacePath, SizeBytes: w.size()}
+	if w.Type == WorkspaceDir {
+		m = mounts.Mount{Type: mounts.Bind, Source: hostDir, Target: WorkspacePath}
 	}
-	spec.Mounts = append(append([]mounts.Mount{}, spec.Mounts...), mounts.Mount{Type: mounts.Tmpfs, Target: WorkspacePath, SizeBytes: size})
+	spec.Mounts = append(append([]mounts.Mount{}, spec.Mounts...), m)
 	if spec.Cwd == "" {
 		spec.Cwd = WorkspacePath
 	}
@@ -235,14 +262,17 @@ type SessionInfo struct {
 
 // WorkspaceInfo describes a session's workspace.
 type WorkspaceInfo struct {
-	// Type is "tmpfs".
+	// Type is "tmpfs" or "dir".
 	Type string `json:"type"`
 	// Path is where commands see it.
 	Path      string `json:"path"`
 	SizeBytes int64  `json:"size_bytes"`
-	// UsedBytes is what its files take, as statfs(2) counts it inside the
-	// jail; null when it could not be asked (a paused or ended session, or
-	// Inspect without it).
+	// HostDir is a dir workspace's directory on the host.
+	HostDir string `json:"host_dir,omitempty"`
+	// UsedBytes is what its files take: for tmpfs as statfs(2) counts it
+	// inside the jail, for dir as its project quota does; null when it
+	// could not be asked (a paused or ended session, a dir workspace
+	// without a quota).
 	UsedBytes *int64 `json:"used_bytes"`
 }
 
@@ -268,6 +298,10 @@ type sessionState struct {
 	TTL         time.Duration     `json:"ttl"`
 	IdleTimeout time.Duration     `json:"idle_timeout"`
 	Workspace   Workspace         `json:"workspace"`
+	// WorkspaceDir is a dir workspace's host directory, and
+	// WorkspaceProject its project id when a quota bounds it (0: none).
+	WorkspaceDir     string `json:"workspace_dir,omitempty"`
+	WorkspaceProject uint32 `json:"workspace_project,omitempty"`
 	// Parent is the snapshot the session was made from or last restored
 	// to.
 	Parent string `json:"parent,omitempty"`

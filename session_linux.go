@@ -35,6 +35,9 @@ type Sessions struct {
 	// SnapshotDir is where snapshots are kept; empty means
 	// [DefaultSnapshotDir].
 	SnapshotDir string
+	// WorkspaceDir is where dir workspaces are made; empty means
+	// [DefaultWorkspaceDir].
+	WorkspaceDir string
 	// HelperPath is as in [Cmd].
 	HelperPath string
 	// Logger receives debug and lifecycle records; nil discards them.
@@ -182,19 +185,38 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	}
 	defer lock.Close()
 
-	spec, err := ss.Workspace.apply(ss.Spec)
-	if err != nil {
-		return nil, err
-	}
 	if ss.Workspace.Type == "" {
 		ss.Workspace.Type = WorkspaceTmpfs
 	}
-	if ss.Workspace.Type == WorkspaceTmpfs && ss.Workspace.SizeBytes == 0 {
-		ss.Workspace.SizeBytes = DefaultWorkspaceBytes
+	if ss.Workspace.Type != WorkspaceNone {
+		ss.Workspace.SizeBytes = ss.Workspace.size()
+	}
+	var wdir string // a dir workspace's host directory
+	if ss.Workspace.Type == WorkspaceDir {
+		base, err := m.workspaceBase()
+		if err != nil {
+			return nil, err
+		}
+		wdir = filepath.Join(base, ss.ID)
+		if err := unix.Mkdir(wdir, 0o700); err != nil {
+			if err == unix.EEXIST {
+				return nil, fmt.Errorf("session %s: its workspace %s exists (left by an earlier session of that id: `jail session gc`, or remove it): %w", ss.ID, wdir, ErrExists)
+			}
+			return nil, &os.PathError{Op: "mkdir", Path: wdir, Err: err}
+		}
+		defer func() {
+			if retErr != nil {
+				_ = jailfs.RemoveTree(wdir)
+			}
+		}()
+	}
+	spec, err := ss.Workspace.apply(ss.Spec, wdir)
+	if err != nil {
+		return nil, err
 	}
 	c := &Cmd{ctx: ctx, Spec: spec, Args: []string{"session"}, HelperPath: m.HelperPath, Logger: m.Logger, started: true}
 	st := sessionState{Schema: sessionStateSchema, ID: ss.ID, Labels: ss.Labels, TTL: ss.TTL, IdleTimeout: ss.IdleTimeout,
-		Workspace: ss.Workspace, Parent: parent, Spec: spec}
+		Workspace: ss.Workspace, WorkspaceDir: wdir, Parent: parent, Spec: spec}
 	var files []*os.File
 	var ctl *os.File
 	steps := []hostStep{
@@ -213,6 +235,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			}
 			return nil
 		}},
+		{name: "workspace", do: func() error { return c.prepareWorkspace(&st) }},
 		{name: "open host sources", do: func() error {
 			sources, err := c.l.openSources()
 			files = append(files, sources...)
@@ -289,6 +312,50 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	}
 	m.log().Info("session created", "id", st.ID, "pid", st.PID)
 	return s, nil
+}
+
+// prepareWorkspace gives a dir workspace to the workload's user (the host
+// ids its ids map to; an unprivileged caller's are its own already) and
+// bounds it with a project quota, or, where the file system has none,
+// refuses the session unless the Spec allows what cannot be enforced.
+func (c *Cmd) prepareWorkspace(st *sessionState) error {
+	if st.WorkspaceDir == "" {
+		return nil
+	}
+	fd, err := unix.Open(st.WorkspaceDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: st.WorkspaceDir, Err: err}
+	}
+	defer unix.Close(fd)
+	if os.Geteuid() == 0 {
+		uid, gid := hostID(c.l.uidMap, c.l.proc.UID), hostID(c.l.gidMap, c.l.proc.GID)
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			return &os.PathError{Op: "chown", Path: st.WorkspaceDir, Err: err}
+		}
+	}
+	id, err := setQuota(fd, st.Workspace.SizeBytes)
+	if err == nil {
+		st.WorkspaceProject = id
+		return nil
+	}
+	fe := &FeatureError{Feature: "workspace size",
+		Reason: fmt.Sprintf("%d bytes at %s cannot be enforced: %v; it needs a file system with project quotas (ext4: tune2fs -O quota,project, mounted -o prjquota; xfs: -o pquota) and root, or --workspace tmpfs", st.Workspace.SizeBytes, st.WorkspaceDir, err)}
+	if !c.Spec.AllowUnenforced {
+		return &stepError{"host", fe}
+	}
+	c.l.iso.NotEnforced = append(c.l.iso.NotEnforced, fe.Error())
+	return nil
+}
+
+// hostID returns the host id that id maps to, or id itself without a
+// mapping (no user namespace).
+func hostID(maps []IDMap, id uint32) int {
+	for _, m := range maps {
+		if id >= m.InsideID && id-m.InsideID < m.Count {
+			return int(m.OutsideID + id - m.InsideID)
+		}
+	}
+	return int(id)
 }
 
 // makeSessionCgroup makes the session's group (always, where this host
@@ -542,6 +609,22 @@ func (m *Sessions) cleanup(dir string, st *sessionState) error {
 		if err := destroyStateCgroup(st); err != nil {
 			return err
 		}
+		if err := removeWorkspace(st); err != nil {
+			return err
+		}
+	} else {
+		// A create killed before it wrote its state may have made a dir
+		// workspace: the one of that id in this manager's directory, if
+		// there is one jail made.
+		base := m.WorkspaceDir
+		if base == "" {
+			base, _ = DefaultWorkspaceDir()
+		}
+		if ws := filepath.Join(base, filepath.Base(dir)); base != "" && isWorkspace(ws, filepath.Base(dir)) {
+			if err := jailfs.RemoveTree(ws); err != nil {
+				return err
+			}
+		}
 	}
 	return os.RemoveAll(dir)
 }
@@ -786,6 +869,19 @@ func (s *Session) Inspect() (*SessionInfo, error) {
 	if fd >= 0 {
 		unix.Close(fd)
 	}
+	if st.Workspace.Type == WorkspaceDir {
+		info.Workspace = &WorkspaceInfo{Type: st.Workspace.Type, Path: WorkspacePath, SizeBytes: st.Workspace.SizeBytes, HostDir: st.WorkspaceDir}
+		if st.WorkspaceProject != 0 && isWorkspace(st.WorkspaceDir, st.ID) {
+			// What the project quota counts: the statfs of the jail would
+			// be the whole host file system's.
+			if fd, err := unix.Open(filepath.Dir(st.WorkspaceDir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+				if n, err := quotaUsage(fd, st.WorkspaceProject); err == nil {
+					info.Workspace.UsedBytes = &n
+				}
+				unix.Close(fd)
+			}
+		}
+	}
 	if st.Workspace.Type == WorkspaceTmpfs {
 		info.Workspace = &WorkspaceInfo{Type: st.Workspace.Type, Path: WorkspacePath, SizeBytes: st.Workspace.SizeBytes}
 		if info.State == SessionRunning {
@@ -925,6 +1021,9 @@ func (s *Session) Remove() (int, error) {
 		}
 	}
 	if err := destroyStateCgroup(st); err != nil {
+		return killed, err
+	}
+	if err := removeWorkspace(st); err != nil {
 		return killed, err
 	}
 	if err := os.RemoveAll(dir); err != nil {

@@ -11,10 +11,11 @@ import (
 // Sessions manages sessions; on this system every operation returns
 // ErrNotSupported.
 type Sessions struct {
-	Dir         string
-	SnapshotDir string
-	HelperPath  string
-	Logger      *slog.Logger
+	Dir          string
+	SnapshotDir  string
+	WorkspaceDir string
+	HelperPath   string
+	Logger       *slog.Logger
 }
 
 // Session is one session.
@@ -84,3 +85,6 @@ func (m *Sessions) RemoveSnapshot(string) error { return ErrNotSupported }
 
 // ExportSnapshot returns ErrNotSupported.
 func (m *Sessions) ExportSnapshot(string, io.Writer) error { return ErrNotSupported }
+
+// DefaultWorkspaceDir returns ErrNotSupported.
+func DefaultWorkspaceDir() (string, error) { return "", ErrNotSupported }

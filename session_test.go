@@ -146,3 +146,32 @@ func TestValidSessionID(t *testing.T) {
 		assert.Equal(t, re.MatchString(id), validSessionID(id), "%q", id)
 	}
 }
+
+func TestParseWorkspace(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Workspace
+		err  string
+	}{
+		{"tmpfs", Workspace{Type: WorkspaceTmpfs}, ""},
+		{"tmpfs:1M", Workspace{Type: WorkspaceTmpfs, SizeBytes: 1 << 20}, ""},
+		{"dir", Workspace{Type: WorkspaceDir}, ""},
+		{"dir:2G", Workspace{Type: WorkspaceDir, SizeBytes: 2 << 30}, ""},
+		{"none", Workspace{Type: WorkspaceNone}, ""},
+		{"none:1M", Workspace{}, "a size needs a workspace"},
+		{"overlay", Workspace{}, "not available"},
+		{"nfs", Workspace{}, "want tmpfs, dir or none"},
+		{"tmpfs:lots", Workspace{}, "workspace"},
+	} {
+		got, err := ParseWorkspace(tc.in)
+		if tc.err != "" {
+			assert.ErrorContains(t, err, tc.err, tc.in)
+			assert.ErrorIs(t, err, ErrInvalidSpec, tc.in)
+			continue
+		}
+		require.NoError(t, err, tc.in)
+		assert.Equal(t, tc.want, got, tc.in)
+	}
+	assert.EqualValues(t, DefaultDirWorkspaceBytes, Workspace{Type: WorkspaceDir}.size())
+	assert.EqualValues(t, DefaultWorkspaceBytes, Workspace{}.size())
+}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jailrt/jail/mounts"
 )
 
 // SnapshotSchema is the value of [SnapshotInfo.Schema].
@@ -56,9 +58,14 @@ type snapshotMeta struct {
 	Spec Spec `json:"spec"`
 }
 
-// specHash is the SHA-256 of spec as JSON.
-func specHash(spec Spec) string {
-	b, err := json.Marshal(spec)
+// specHash is the SHA-256, as JSON, of a session's Spec less its
+// workspace mount (a dir workspace's source differs from session to
+// session) and of its workspace's description.
+func specHash(spec Spec, w Workspace) string {
+	b, err := json.Marshal(struct {
+		Spec      Spec      `json:"spec"`
+		Workspace Workspace `json:"workspace"`
+	}{withoutWorkspace(spec), w})
 	if err != nil {
 		panic(fmt.Sprintf("jail: a Spec that does not marshal: %v", err)) // plain data: never
 	}
@@ -91,4 +98,18 @@ var errNoFreeze = errors.New("a snapshot freezes the session's processes, and th
 type heldSession struct {
 	dir string
 	st  *sessionState
+}
+
+// withoutWorkspace returns a session's Spec less the workspace mount that
+// Workspace.apply added (its last mount): what apply makes the same Spec
+// of again, for a session made from a snapshot.
+func withoutWorkspace(spec Spec) Spec {
+	if n := len(spec.Mounts); n > 0 && spec.Mounts[n-1].Target == WorkspacePath &&
+		(spec.Mounts[n-1].Type == mounts.Tmpfs || spec.Mounts[n-1].Type == mounts.Bind) {
+		spec.Mounts = spec.Mounts[:n-1]
+		if len(spec.Mounts) == 0 {
+			spec.Mounts = nil
+		}
+	}
+	return spec
 }

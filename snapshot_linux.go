@@ -19,7 +19,6 @@ import (
 
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/jailfs"
-	"github.com/jailrt/jail/mounts"
 )
 
 // DefaultSnapshotDir returns where snapshots are kept for this user:
@@ -87,13 +86,13 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 	switch {
 	case st.Paused:
 		return nil, fmt.Errorf("session %s is paused: resume it (a snapshot freezes it while it copies): %w", s.id, ErrNotRunning)
-	case st.Workspace.Type != WorkspaceTmpfs:
+	case st.Workspace.Type == WorkspaceNone:
 		return nil, fmt.Errorf("session %s has no workspace to snapshot: %w", s.id, ErrNotSupported)
 	case st.CgroupName == "" || len(st.Cgroup) == 0:
 		return nil, fmt.Errorf("session %s: %w: %w", s.id, errNoFreeze, ErrNotSupported)
 	}
 	info := &SnapshotInfo{Schema: SnapshotSchema, ID: "snap-" + newSessionID(), Name: name, SessionID: s.id, Parent: st.Parent,
-		SpecHash: specHash(st.Spec), Consistency: ConsistencyFrozen, Workspace: st.Workspace}
+		SpecHash: specHash(st.Spec, st.Workspace), Consistency: ConsistencyFrozen, Workspace: st.Workspace}
 	sdir := filepath.Join(store, info.ID)
 	if err := os.Mkdir(sdir, 0o700); err != nil {
 		return nil, err
@@ -309,10 +308,10 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 	if st.Paused {
 		return fmt.Errorf("session %s is paused: resume it first: %w", s.id, ErrNotRunning)
 	}
-	if st.Workspace.Type != WorkspaceTmpfs {
+	if st.Workspace.Type == WorkspaceNone {
 		return fmt.Errorf("session %s has no workspace to restore: %w", s.id, ErrNotSupported)
 	}
-	if h := specHash(st.Spec); h != meta.SpecHash {
+	if h := specHash(st.Spec, st.Workspace); h != meta.SpecHash {
 		return &SpecError{Field: "snapshot", Value: meta.ID, Err: fmt.Errorf("was taken of a session of another Spec (session %s): restore it into a session made from it (create --from)", meta.SessionID)}
 	}
 	if st.CgroupName != "" {
@@ -385,17 +384,4 @@ func (m *Sessions) fromSnapshot(ss *SessionSpec) (*os.File, string, error) {
 	ss.Spec, ss.Workspace = meta.Spec, meta.Workspace
 	f, err := os.Open(filepath.Join(sdir, "workspace.tar"))
 	return f, meta.ID, err
-}
-
-// withoutWorkspace returns a session's Spec less the workspace mount that
-// Workspace.apply added (its last mount): what apply makes the same Spec
-// of again, for a session made from a snapshot.
-func withoutWorkspace(spec Spec) Spec {
-	if n := len(spec.Mounts); n > 0 && spec.Mounts[n-1].Target == WorkspacePath && spec.Mounts[n-1].Type == mounts.Tmpfs {
-		spec.Mounts = spec.Mounts[:n-1]
-		if len(spec.Mounts) == 0 {
-			spec.Mounts = nil
-		}
-	}
-	return spec
 }

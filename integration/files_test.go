@@ -604,3 +604,71 @@ func TestSessionSnapshotUnderWrites(t *testing.T) {
 		t.Logf("snapshot %d: %d files, %d bytes, processes stopped %d ms, %s files checked", k, snap.Files, snap.Bytes, snap.FreezeMS, strings.TrimSpace(out))
 	}
 }
+
+// TestSessionDirWorkspace: a workspace that is a host directory, owned on
+// the host by the id the jail's user maps to, bounded by a project quota
+// or, where none can be set (this host's kernel has no CONFIG_QUOTA; an
+// unprivileged caller may not set one), refused unless allowed, then
+// listed as not enforced; removed with the session.
+func TestSessionDirWorkspace(t *testing.T) {
+	dir, ws := sessionDir(t), filepath.Join(hostDir(t), "workspaces")
+	s := func(sub string, args ...string) result {
+		return sess(t, dir, sub, append([]string{"--workspace-dir", ws}, args...)...)
+	}
+	r := s("create", "--workspace", "dir:4M")
+	var id string
+	if r.code == 0 {
+		// A file system with project quotas: the bound holds.
+		id = strings.TrimSpace(r.stdout)
+		defer sess(t, dir, "rm", id)
+		out := sessOK(t, dir, "exec", id, "--", "sh", "-c", "head -c 2000000 /dev/zero > a && echo ok; head -c 8000000 /dev/zero > b 2>&1; echo $?")
+		assert.Equal(t, "ok\n1\n", out)
+		info := inspect(t, dir, id)
+		require.NotNil(t, info.Workspace.UsedBytes)
+		assert.InDelta(t, 4<<20, *info.Workspace.UsedBytes, 1<<20)
+	} else {
+		assert.Equal(t, 125, r.code)
+		assert.Contains(t, r.stderr, "workspace size: 4194304 bytes")
+		assert.Contains(t, r.stderr, "cannot be enforced")
+		entries, _ := os.ReadDir(ws)
+		for _, e := range entries {
+			assert.Equal(t, ".jail-workspaces", e.Name(), "a refused session leaves no workspace")
+		}
+		r = s("create", "--workspace", "dir:4M", "--allow-unenforced")
+		require.Equal(t, 0, r.code, r.stderr)
+		id = strings.TrimSpace(r.stdout)
+		defer sess(t, dir, "rm", id)
+		info := inspect(t, dir, id)
+		assert.Contains(t, strings.Join(info.Isolation.NotEnforced, "\n"), "workspace size")
+		assert.Nil(t, info.Workspace.UsedBytes, "no quota to ask")
+	}
+	info := inspect(t, dir, id)
+	require.NotNil(t, info.Workspace)
+	assert.Equal(t, jail.WorkspaceDir, info.Workspace.Type)
+	assert.Equal(t, filepath.Join(ws, id), info.Workspace.HostDir)
+
+	// The workload's files are on the host, owned by its host id, and
+	// outlive its commands; put and get work as on tmpfs.
+	sessOK(t, dir, "exec", id, "--", "sh", "-c", "echo kept > f && mkdir d && chmod 500 d")
+	sessIn(t, dir, []byte("in"), "put", id, "-", "/workspace/p")
+	assert.Equal(t, "kept\n", sessOK(t, dir, "get", id, "/workspace/f", "-"))
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(filepath.Join(ws, id, "p"), &st))
+	assert.EqualValues(t, jailHostUID(), st.Uid)
+	require.NoError(t, unix.Stat(filepath.Join(ws, id), &st))
+	assert.EqualValues(t, jailHostUID(), st.Uid)
+	assert.EqualValues(t, 0o700, st.Mode&0o777, "only the jail's user reaches it")
+	if hasCgroups() {
+		// A snapshot of it, and a session made from that: a workspace of
+		// its own, with the files.
+		snaps := snapDir(t)
+		snap := strings.TrimSpace(sessOK(t, dir, "snapshot", "--snapshot-dir", snaps, id))
+		from := strings.TrimSpace(sessOK(t, dir, "create", "--snapshot-dir", snaps, "--workspace-dir", ws, "--from", snap))
+		assert.Equal(t, "kept\n", sessOK(t, dir, "get", from, "/workspace/f", "-"))
+		assert.Equal(t, filepath.Join(ws, from), inspect(t, dir, from).Workspace.HostDir)
+		sessOK(t, dir, "rm", from)
+	}
+	sessOK(t, dir, "rm", id)
+	_, err := os.Stat(filepath.Join(ws, id))
+	assert.ErrorIs(t, err, os.ErrNotExist, "removed with the session, read-only directory and all")
+}

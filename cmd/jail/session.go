@@ -40,7 +40,9 @@ $XDG_RUNTIME_DIR/jail otherwise), 0700, so one user's sessions are invisible to 
 	root.PersistentFlags().StringVar(&stateDir, "state-dir", "", "directory of the sessions' state (default $JAIL_STATE_DIR, /run/jail as root, else $XDG_RUNTIME_DIR/jail)")
 	var snapDir string
 	root.PersistentFlags().StringVar(&snapDir, "snapshot-dir", "", snapshotDirHelp)
-	m := func() *jail.Sessions { return &jail.Sessions{Dir: stateDir, SnapshotDir: snapDir} }
+	var wsDir string
+	root.PersistentFlags().StringVar(&wsDir, "workspace-dir", "", "directory of dir workspaces (default $JAIL_WORKSPACE_DIR, /var/lib/jail/workspaces as root, else $XDG_DATA_HOME/jail/workspaces)")
+	m := func() *jail.Sessions { return &jail.Sessions{Dir: stateDir, SnapshotDir: snapDir, WorkspaceDir: wsDir} }
 	root.AddCommand(newSessionCreate(m, stdout), newSessionExec(m, stdout, stderr), newSessionList(m, stdout),
 		newSessionInspect(m, stdout), newSessionPause(m, true), newSessionPause(m, false), newSessionRm(m, stdout),
 		newSessionGC(m, stdout), newSessionPut(m), newSessionGet(m, stdout), newSessionLs(m, stdout), newSessionMv(m),
@@ -70,9 +72,13 @@ func newSessionCreate(m func() *jail.Sessions, stdout io.Writer) *cobra.Command 
 		Long: `create builds a jail from a profile and the flags, as ` + "`jail run`" + ` does, and leaves it up with no command:
 its limits (--memory, --pids, --cpus...) bound every command run in it together; --timeout, --cpu-time,
 --env and --cwd are each command's defaults. Its files live in a workspace at /workspace, the
-default --cwd: a tmpfs owned by the workload's user (--workspace tmpfs:SIZE, default 256M), whose pages
-count against --memory. It prints the session's id, or with --json its document (schema
-jail.session/v1). Exit status 125 when the session could not be created; then nothing is left.`,
+default --cwd, owned by the workload's user: a tmpfs (--workspace tmpfs:SIZE, default 256M), whose
+pages count against --memory, or a directory of the host's (--workspace dir:SIZE, default 1G, made in
+--workspace-dir and removed with the session), whose size a project quota enforces: on a file system
+without project quotas (ext4 -o prjquota, xfs -o pquota) or for a caller who cannot set one, the
+session is refused unless --allow-unenforced. It prints the session's id, or with --json its
+document (schema jail.session/v1). Exit status 125 when the session could not be created; then
+nothing is left.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ss := jail.SessionSpec{ID: id, TTL: ttl, IdleTimeout: idle, From: from}
@@ -82,7 +88,7 @@ jail.session/v1). Exit status 125 when the session could not be created; then no
 				var other []string
 				cmd.Flags().Visit(func(fl *pflag.Flag) {
 					switch fl.Name {
-					case "from", "id", "label", "ttl", "idle-timeout", "json", "state-dir", "snapshot-dir":
+					case "from", "id", "label", "ttl", "idle-timeout", "json", "state-dir", "snapshot-dir", "workspace-dir":
 					default:
 						other = append(other, "--"+fl.Name)
 					}
@@ -129,7 +135,7 @@ jail.session/v1). Exit status 125 when the session could not be created; then no
 	fl.DurationVar(&ttl, "ttl", 0, "end the session this long after it started (0: never)")
 	fl.DurationVar(&idle, "idle-timeout", 0, "end the session once no command has run in it for this long (0: never)")
 	fl.BoolVar(&asJSON, "json", false, "print the session's document (jail.session/v1) instead of its id")
-	fl.StringVar(&workspace, "workspace", "tmpfs", "the session's `tmpfs[:SIZE]` at /workspace (size default 256M; counts against --memory), or none")
+	fl.StringVar(&workspace, "workspace", "tmpfs", "the session's workspace at /workspace: `tmpfs[:SIZE]` (default 256M; counts against --memory), dir[:SIZE] (a host directory in --workspace-dir, default 1G, bounded by a project quota), or none")
 	fl.StringVar(&from, "from", "", "make the session from `SNAPSHOT` (an id or a name): its jail, and a copy of its files")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -542,15 +543,44 @@ func (r *Root) Remove(clean string, recursive bool) error {
 	return wrap("rmdir", clean, unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR))
 }
 
+// RemoveTree removes the host directory dir and everything below it, as
+// the caller: a symlink is removed, never walked, and a directory its
+// owner made read-only (the caller's jail's user, for an unprivileged
+// caller) is made writable first. A missing dir is no error.
+func RemoveTree(dir string) error {
+	parent, name := filepath.Split(filepath.Clean(dir))
+	dfd, err := unix.Open(parent, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return newError("open", parent, err)
+	}
+	defer unix.Close(dfd)
+	err = removeAllForce(dfd, name, dir, true)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
+}
+
 // removeAll removes the directory name in dfd and everything below it,
 // opening each level with O_NOFOLLOW: a symlink is removed, never walked.
 func removeAll(dfd int, name, jailPath string) error {
+	return removeAllForce(dfd, name, jailPath, false)
+}
+
+func removeAllForce(dfd int, name, jailPath string, force bool) error {
 	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err == unix.ENOTDIR || err == unix.ELOOP {
 		return wrap("unlink", jailPath, unix.Unlinkat(dfd, name, 0))
 	}
+	if err == unix.EACCES && force {
+		_ = unix.Fchmodat(dfd, name, 0o700, 0)
+		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return newError("open", jailPath, err)
+	}
+	if force {
+		_ = unix.Fchmod(fd, 0o700)
 	}
 	d := os.NewFile(uintptr(fd), jailPath)
 	for {
@@ -565,7 +595,7 @@ func removeAll(dfd int, name, jailPath string) error {
 				return newError("stat", p, err)
 			}
 			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				err = removeAll(fd, n, p)
+				err = removeAllForce(fd, n, p, force)
 			} else if err = unix.Unlinkat(fd, n, 0); err == unix.ENOENT {
 				err = nil
 			} else {
