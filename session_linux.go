@@ -961,7 +961,9 @@ func (s *Session) lock(how int) (string, *sessionState, *os.File, error) {
 	if err == nil {
 		var st *sessionState
 		if st, err = readState(dir, s.id); err == nil {
-			return dir, st, lock, nil
+			if err = thawAfterSnapshot(dir, st); err == nil {
+				return dir, st, lock, nil
+			}
 		}
 		lock.Close()
 	}

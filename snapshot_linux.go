@@ -102,6 +102,14 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 			_ = os.RemoveAll(sdir)
 		}
 	}()
+	// Held until the snapshot is whole: Snapshots removes a snapshot
+	// without its description only when no one holds this (its maker
+	// died).
+	making, err := lockSession(sdir, unix.LOCK_EX, false)
+	if err != nil {
+		return nil, err
+	}
+	defer making.Close()
 	out, err := os.OpenFile(filepath.Join(sdir, "workspace.tar"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
@@ -114,17 +122,25 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 	}
 	defer g.Close()
 	// Everything of the session stops: PID 1's group and each command's.
-	// The helper's group is made after this, and runs.
+	// The helper's group is made after this, and runs. The mark says so to
+	// whoever takes the lock next, should this process die frozen.
+	if err := os.WriteFile(filepath.Join(dir, frozenMark), nil, 0o600); err != nil {
+		return nil, err
+	}
 	t0 := time.Now()
 	thaw, err := g.FreezeChildren()
-	if errors.Is(err, errors.ErrUnsupported) {
-		return nil, fmt.Errorf("session %s: %w: %w", s.id, errNoFreeze, ErrNotSupported)
-	}
 	if err != nil {
+		_ = os.Remove(filepath.Join(dir, frozenMark)) // FreezeChildren thawed what it froze
+		if errors.Is(err, errors.ErrUnsupported) {
+			return nil, fmt.Errorf("session %s: %w: %w", s.id, errNoFreeze, ErrNotSupported)
+		}
 		return nil, fmt.Errorf("session %s: freeze: %w", s.id, err)
 	}
 	rep, err := s.fileOpHeld(ctx, &heldSession{dir, st}, jailfs.Request{Op: jailfs.OpGetTar, Path: WorkspacePath}, nil, out)
 	terr := thaw()
+	if terr == nil {
+		terr = os.Remove(filepath.Join(dir, frozenMark))
+	}
 	info.FreezeMS = time.Since(t0).Milliseconds()
 	info.CreatedAt = t0.UTC()
 	if err != nil {
@@ -223,8 +239,19 @@ func (m *Sessions) Snapshots() ([]*SnapshotInfo, error) {
 		if !validSnapshotID(e.Name()) {
 			continue
 		}
-		if _, meta, err := m.snapshot(e.Name()); err == nil {
+		_, meta, err := m.snapshot(e.Name())
+		if err == nil {
 			out = append(out, &meta.SnapshotInfo)
+			continue
+		}
+		// No description: one being made, or one whose maker died
+		// (SIGKILL) before it was whole, which no one holds.
+		sdir := filepath.Join(store, e.Name())
+		if _, serr := os.Lstat(filepath.Join(sdir, "snapshot.json")); errors.Is(serr, fs.ErrNotExist) {
+			if l, lerr := lockSession(sdir, unix.LOCK_EX, false); lerr == nil {
+				_ = os.RemoveAll(sdir)
+				l.Close()
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
@@ -384,4 +411,33 @@ func (m *Sessions) fromSnapshot(ss *SessionSpec) (*os.File, string, error) {
 	ss.Spec, ss.Workspace = meta.Spec, meta.Workspace
 	f, err := os.Open(filepath.Join(sdir, "workspace.tar"))
 	return f, meta.ID, err
+}
+
+// frozenMark, in a session's state directory, says a snapshot froze the
+// session's groups; it is removed once they are thawed.
+const frozenMark = "frozen-by-snapshot"
+
+// thawAfterSnapshot thaws a session that a snapshot froze and did not
+// thaw: its process died (SIGKILL) between the two. Whoever takes the
+// session's lock next finds the mark (the lock is free, so no snapshot
+// runs) and thaws every child group: the session runs again, as it was.
+func thawAfterSnapshot(dir string, st *sessionState) error {
+	mark := filepath.Join(dir, frozenMark)
+	if _, err := os.Lstat(mark); err != nil {
+		return nil
+	}
+	if st.CgroupName != "" {
+		g, err := cgroup.Load(st.Cgroup, st.CgroupName)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		if err := g.ThawChildren(); err != nil {
+			return fmt.Errorf("session %s: thawing what a dead snapshot froze: %w", st.ID, err)
+		}
+	}
+	if err := os.Remove(mark); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }

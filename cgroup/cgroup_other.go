@@ -81,3 +81,6 @@ func (g *Group) Child(string) (*Group, error) { return nil, errNotLinux }
 
 // FreezeChildren returns an error off Linux.
 func (g *Group) FreezeChildren(...string) (func() error, error) { return nil, errNotLinux }
+
+// ThawChildren returns an error off Linux.
+func (g *Group) ThawChildren() error { return errNotLinux }

@@ -177,6 +177,24 @@ func (g *Group) FreezeChildren(except ...string) (thaw func() error, retErr erro
 	return thaw, nil
 }
 
+// ThawChildren thaws every child group of g (what FreezeChildren froze,
+// when the function it returned was never called).
+func (g *Group) ThawChildren() error {
+	names, err := g.ChildNames()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range names {
+		c, err := g.Child(n)
+		if err == nil {
+			err = c.Thaw()
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // enableSubtree enables, in dir's cgroup.subtree_control, the controllers
 // of dir's cgroup.controllers that jail measures, so its children get them.
 func enableSubtree(dir string) error {

@@ -672,3 +672,52 @@ func TestSessionDirWorkspace(t *testing.T) {
 	_, err := os.Stat(filepath.Join(ws, id))
 	assert.ErrorIs(t, err, os.ErrNotExist, "removed with the session, read-only directory and all")
 }
+
+// TestSessionSnapshotKilled SIGKILLs jail while its snapshot has the
+// session frozen: the next jail that takes the session's lock thaws it
+// (a command that was running goes on), and the half-made snapshot is
+// not listed and is removed by the next listing.
+func TestSessionSnapshotKilled(t *testing.T) {
+	if !hasCgroups() {
+		t.Skip("no cgroup to freeze: TestSessionSnapshotRestoreFork checks the refusal")
+	}
+	dir, snaps := sessionDir(t), snapDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--workspace", "tmpfs:600M", "--rlimit", "fsize=unlimited"))
+	defer sess(t, dir, "rm", id)
+	sessOK(t, dir, "exec", id, "--", "sh", "-c", "head -c 400000000 /dev/zero > big")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	counter := jailCmd(ctx, "session", "exec", "--state-dir", dir, "--timeout", "0", id, "--", "sh", "-c",
+		`i=0; while :; do i=$((i+1)); echo $i > n; sleep 0.01; done`)
+	require.NoError(t, counter.Start())
+	defer func() { _ = counter.Process.Kill(); _ = counter.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+
+	snap := jailCmd(ctx, "session", "snapshot", "--state-dir", dir, "--snapshot-dir", snaps, id)
+	require.NoError(t, snap.Start())
+	// Kill it once the session is frozen: the mark is there.
+	mark := filepath.Join(dir, id, "frozen-by-snapshot")
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(mark); err == nil {
+			break
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, snap.Process.Kill())
+	_ = snap.Wait()
+	if _, err := os.Stat(mark); err != nil {
+		t.Skip("the snapshot ended before it could be killed frozen")
+	}
+
+	// The next command thaws the session first, and the counter goes on.
+	n1 := strings.TrimSpace(sessOK(t, dir, "exec", id, "--", "cat", "n"))
+	time.Sleep(300 * time.Millisecond)
+	n2 := strings.TrimSpace(sessOK(t, dir, "exec", id, "--", "cat", "n"))
+	assert.NotEqual(t, n1, n2, "the session's command runs again")
+	_, err := os.Stat(mark)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.Equal(t, "[]\n", runOK(t, "snapshot", "list", "--json", "--snapshot-dir", snaps), "the half-made snapshot is not one")
+	entries, err := os.ReadDir(snaps)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "and the listing removed it")
+}
