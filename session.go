@@ -306,6 +306,9 @@ type sessionState struct {
 	// to.
 	Parent string `json:"parent,omitempty"`
 	Paused bool   `json:"paused,omitempty"`
+	// Creating: the session's files are still being put in (create
+	// --from); one whose maker died meanwhile is removed, not used.
+	Creating bool `json:"creating,omitempty"`
 	// PID, StartTime and PIDNS identify the session's PID 1: a pid alone
 	// could be another process by now (firejail CVE-2022-31214).
 	PID       int    `json:"pid"`

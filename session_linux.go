@@ -283,6 +283,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 				c.log().Debug("oom_score_adj of the session's PID 1", "err", err)
 			}
 			st.Join, st.Process, st.Isolation = joinTemplate(c.l), c.l.proc, c.l.iso
+			st.Creating = from != nil // until the snapshot's files are in
 			return writeState(dir, &st)
 		}},
 	}
@@ -304,7 +305,13 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	if from != nil {
 		// The snapshot's files, put in the jail as its workload's user;
 		// no one else joins meanwhile (the lock is ours).
-		if _, err := s.fileOpHeld(ctx, &heldSession{dir, &st}, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath}, from, nil); err != nil {
+		_, err := s.fileOpHeld(ctx, &heldSession{dir, &st}, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath}, from, nil)
+		if err == nil {
+			st.Creating = false
+			s.st.Creating = false
+			err = writeState(dir, &st)
+		}
+		if err != nil {
 			lock.Close()
 			_, _ = s.Remove()
 			return nil, fmt.Errorf("session %s from snapshot %s: %w", st.ID, parent, err)
@@ -583,6 +590,18 @@ func (m *Sessions) Get(id string) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{m: m, id: id, st: *st}
+	if st.Creating {
+		// Made from a snapshot whose files are still being put in, or
+		// whose maker died doing so: then no one holds the lock, and the
+		// half-made session is removed.
+		l, err := lockSession(dir, unix.LOCK_EX, false)
+		if err != nil {
+			return nil, fmt.Errorf("session %s is being created: %w", id, ErrBusy)
+		}
+		l.Close()
+		_, _ = s.Remove()
+		return nil, fmt.Errorf("session %s: its creation did not finish: %w", id, ErrNotFound)
+	}
 	if fd, err := st.pidfdOf(); err == nil {
 		unix.Close(fd)
 		return s, nil

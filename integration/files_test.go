@@ -720,4 +720,35 @@ func TestSessionSnapshotKilled(t *testing.T) {
 	entries, err := os.ReadDir(snaps)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "and the listing removed it")
+
+	// A session made from a snapshot, its maker killed while it puts the
+	// files in: the next look at it removes it, PID 1 and all.
+	whole := strings.TrimSpace(sessOK(t, dir, "snapshot", "--snapshot-dir", snaps, id))
+	before, _ := os.ReadDir(dir)
+	mk := jailCmd(ctx, "session", "create", "--state-dir", dir, "--snapshot-dir", snaps, "--from", whole)
+	require.NoError(t, mk.Start())
+	var half string
+	for deadline := time.Now().Add(20 * time.Second); half == "" && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		now, _ := os.ReadDir(dir)
+		for _, e := range now {
+			if b, _ := os.ReadFile(filepath.Join(dir, e.Name(), "state.json")); strings.Contains(string(b), `"creating": true`) {
+				half = e.Name()
+			}
+		}
+	}
+	require.NoError(t, mk.Process.Kill())
+	_ = mk.Wait()
+	if half == "" {
+		t.Skip("the session was made before it could be killed")
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, half, "state.json"))
+	var st struct{ PID int }
+	require.NoError(t, json.Unmarshal(b, &st))
+	var list []jail.SessionInfo
+	require.NoError(t, json.Unmarshal([]byte(sessOK(t, dir, "list", "--json")), &list))
+	require.Len(t, list, 1, "only the session itself")
+	assert.Equal(t, id, list[0].ID)
+	after, _ := os.ReadDir(dir)
+	assert.Equal(t, len(before), len(after), "the half-made session's state is gone")
+	requirePidGoneWithin(t, st.PID, 10*time.Second)
 }
