@@ -34,7 +34,7 @@ $XDG_RUNTIME_DIR/jail otherwise), 0700, so one user's sessions are invisible to 
 		Example: `  id=$(jail session create --profile strict --memory 512M --idle-timeout 10m)
   jail session exec "$id" -- sh -c 'echo hi > /tmp/greeting'
   jail session exec --json "$id" -- cat /tmp/greeting
-  jail session put "$id" main.py /tmp/ && jail session get "$id" /tmp/out.txt -
+  jail session put "$id" main.py /workspace/ && jail session get "$id" /workspace/out.txt -
   jail session rm "$id"`,
 	}
 	root.PersistentFlags().StringVar(&stateDir, "state-dir", "", "directory of the sessions' state (default $JAIL_STATE_DIR, /run/jail as root, else $XDG_RUNTIME_DIR/jail)")
