@@ -73,14 +73,21 @@ func DefaultSessionDir() (string, error) {
 // dir returns the state directory, made 0700 if missing, and refuses one
 // another user could write to or that is a symlink.
 func (m *Sessions) dir() (string, error) {
-	d := m.Dir
+	return ownDir("session state directory", m.Dir, DefaultSessionDir, 0o700)
+}
+
+// ownDir returns the directory d (or, if empty, what def says), made with
+// mode if missing, and refuses one that is not a directory of this user's
+// that no one else can write to (a symlink included): jail keeps its state,
+// snapshots and workspaces in it, and trusts what it reads there.
+func ownDir(what, d string, def func() (string, error), mode os.FileMode) (string, error) {
 	if d == "" {
 		var err error
-		if d, err = DefaultSessionDir(); err != nil {
+		if d, err = def(); err != nil {
 			return "", err
 		}
 	}
-	if err := os.MkdirAll(d, 0o700); err != nil {
+	if err := os.MkdirAll(d, mode); err != nil {
 		return "", err
 	}
 	var st unix.Stat_t
@@ -88,7 +95,7 @@ func (m *Sessions) dir() (string, error) {
 		return "", &os.PathError{Op: "lstat", Path: d, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
-		return "", fmt.Errorf("session state directory %s: want a directory of uid %d that no one else can write to", d, os.Geteuid())
+		return "", fmt.Errorf("%s %s: want a directory of uid %d that no one else can write to", what, d, os.Geteuid())
 	}
 	return d, nil
 }

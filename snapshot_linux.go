@@ -44,24 +44,7 @@ func DefaultSnapshotDir() (string, error) {
 // snapDir returns the snapshot directory, made 0700 if missing, refusing
 // one another user could write to or that is a symlink.
 func (m *Sessions) snapDir() (string, error) {
-	d := m.SnapshotDir
-	if d == "" {
-		var err error
-		if d, err = DefaultSnapshotDir(); err != nil {
-			return "", err
-		}
-	}
-	if err := os.MkdirAll(d, 0o700); err != nil {
-		return "", err
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(d, &st); err != nil {
-		return "", &os.PathError{Op: "lstat", Path: d, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
-		return "", fmt.Errorf("snapshot directory %s: want a directory of uid %d that no one else can write to", d, os.Geteuid())
-	}
-	return d, nil
+	return ownDir("snapshot directory", m.SnapshotDir, DefaultSnapshotDir, 0o700)
 }
 
 // Snapshot copies the session's workspace while every process of the

@@ -40,22 +40,9 @@ const workspaceMarker = ".jail-workspaces"
 // reach its workspace in it and list nothing, owned by this user and
 // writable by no one else, with its marker.
 func (m *Sessions) workspaceBase() (string, error) {
-	d := m.WorkspaceDir
-	if d == "" {
-		var err error
-		if d, err = DefaultWorkspaceDir(); err != nil {
-			return "", err
-		}
-	}
-	if err := os.MkdirAll(d, 0o711); err != nil {
+	d, err := ownDir("workspace directory", m.WorkspaceDir, DefaultWorkspaceDir, 0o711)
+	if err != nil {
 		return "", err
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(d, &st); err != nil {
-		return "", &os.PathError{Op: "lstat", Path: d, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
-		return "", fmt.Errorf("workspace directory %s: want a directory of uid %d that no one else can write to", d, os.Geteuid())
 	}
 	if err := os.Chmod(d, 0o711); err != nil {
 		return "", err
