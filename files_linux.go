@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jailrt/jail/internal/capture"
 	"github.com/jailrt/jail/internal/hostfs"
 	"github.com/jailrt/jail/internal/jailfs"
 	"github.com/jailrt/jail/nsexec"
@@ -73,28 +73,6 @@ func (c *Cmd) releaseFiles() error {
 	return nil
 }
 
-// helperStderr keeps the first 4 KiB the files helper prints (a Go panic's
-// first lines), for the error that explains its death.
-type helperStderr struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (h *helperStderr) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if room := 4096 - h.b.Len(); room > 0 {
-		h.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
-func (h *helperStderr) String() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.b.String()
-}
-
 // fileOp runs one operation of the files helper in the session: in, if
 // not nil, is sent as the operation's input (then a Commit), and what the
 // helper writes goes to out (discarded if nil).
@@ -133,8 +111,10 @@ func (s *Session) fileOpHeld(ctx context.Context, held *heldSession, req jailfs.
 	for _, p := range []*os.File{inW, outW} {
 		_, _ = unix.FcntlInt(p.Fd(), unix.F_SETPIPE_SZ, 1<<20)
 	}
-	var stderr helperStderr
-	c.Stdin, c.Stdout, c.Stderr = inR, outW, &stderr
+	// What the helper prints (a Go panic), for the error that explains
+	// its death: its first and last lines.
+	stderr := capture.New(4096)
+	c.Stdin, c.Stdout, c.Stderr = inR, outW, stderr
 	err = c.Start()
 	inR.Close() // the helper has its own
 	outW.Close()
@@ -148,13 +128,12 @@ func (s *Session) fileOpHeld(ctx context.Context, held *heldSession, req jailfs.
 		return nil, err
 	}
 	if err := c.child.SendBytes(b); err != nil {
-		return nil, c.filesDied(err, &stderr)
+		return nil, c.filesDied(err, stderr)
 	}
-	var wg sync.WaitGroup
 	var outErr error
-	wg.Add(2)
+	inDone, outDone := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(inDone)
 		if in == nil {
 			inW.Close()
 			return
@@ -166,7 +145,7 @@ func (s *Session) fileOpHeld(ctx context.Context, held *heldSession, req jailfs.
 		_ = c.child.SendBytes(cb)
 	}()
 	go func() {
-		defer wg.Done()
+		defer close(outDone)
 		w := out
 		if w == nil {
 			w = io.Discard
@@ -182,27 +161,37 @@ func (s *Session) fileOpHeld(ctx context.Context, held *heldSession, req jailfs.
 		c.kill(syscall.SIGKILL)
 	}
 	// The helper has answered and waits for the socket to close (or is
-	// dead); its input and output end with it.
+	// dead); its output ends with it.
 	c.child.Close()
-	wg.Wait()
-	if recvErr != nil {
-		return nil, c.filesDied(recvErr, &stderr)
-	}
-	if outErr != nil {
-		return nil, fmt.Errorf("session %s: %s %s: writing the output: %w", s.id, req.Op, req.Path, outErr)
-	}
+	<-outDone
 	var rep jailfs.Reply
-	if err := json.Unmarshal(rb, &rep); err != nil {
-		return nil, fmt.Errorf("session %s: the files helper's reply: %w", s.id, err)
+	if recvErr == nil {
+		recvErr = json.Unmarshal(rb, &rep)
 	}
-	if rep.Error != nil {
+	if recvErr != nil || rep.Error != nil {
+		// Refused, or dead: nothing more of in is read. A write it was
+		// blocked in fails now; a read of in that never returns (a
+		// terminal no one types into) is left to end on its own, never
+		// waited for.
+		inW.Close()
+	} else {
+		<-inDone // done already: the helper answers only after the Commit
+	}
+	switch {
+	case recvErr != nil && rb == nil:
+		return nil, c.filesDied(recvErr, stderr)
+	case recvErr != nil:
+		return nil, fmt.Errorf("session %s: the files helper's reply: %w", s.id, recvErr)
+	case outErr != nil:
+		return nil, fmt.Errorf("session %s: %s %s: writing the output: %w", s.id, req.Op, req.Path, outErr)
+	case rep.Error != nil:
 		return &rep, fileError(rep.Error)
 	}
 	return &rep, nil
 }
 
 // filesDied explains a files helper that ended without answering.
-func (c *Cmd) filesDied(err error, stderr *helperStderr) error {
+func (c *Cmd) filesDied(err error, stderr *capture.Buffer) error {
 	_ = c.child.Wait()
 	c.mu.Lock()
 	reason := c.killReason

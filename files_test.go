@@ -3,9 +3,12 @@ package jail
 import (
 	"bytes"
 	"context"
+	"io"
 	"io/fs"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,4 +44,30 @@ func TestSessionFilesAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 2)
 	assert.Equal(t, "/tmp/a/b.txt", list[1].Path)
+}
+
+// blockingReader never yields: a caller's stdin that no one types into.
+type blockingReader struct{ done chan struct{} }
+
+func (b blockingReader) Read([]byte) (int, error) { <-b.done; return 0, io.EOF }
+
+// TestWriteFileRefusedBeforeItsInput: a write the helper refuses before
+// it reads anything returns at once, whatever the input still holds back.
+func TestWriteFileRefusedBeforeItsInput(t *testing.T) {
+	requireJail(t)
+	ctx := context.Background()
+	m := &Sessions{Dir: t.TempDir()}
+	s, err := m.Create(ctx, SessionSpec{ID: "refused"})
+	require.NoError(t, err)
+	defer s.Remove()
+	in := blockingReader{make(chan struct{})}
+	defer close(in.done)
+	done := make(chan error, 1)
+	go func() { _, err := s.WriteFile(ctx, "/workspace", in, WriteOptions{}); done <- err }()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, syscall.EISDIR)
+	case <-time.After(20 * time.Second):
+		t.Fatal("WriteFile waits for input the helper will never read")
+	}
 }
