@@ -312,7 +312,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	if from != nil {
 		// The snapshot's files, put in the jail as its workload's user;
 		// no one else joins meanwhile (the lock is ours).
-		_, err := s.fileOpHeld(ctx, &heldSession{dir, &st}, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath}, from, nil)
+		_, err := s.fileOpHeld(ctx, &heldSession{dir, &st}, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, KeepLinks: true}, from, nil)
 		if err == nil {
 			st.Creating = false
 			s.st.Creating = false

@@ -348,7 +348,7 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 		return err
 	}
 	defer f.Close()
-	if _, err := s.fileOpHeld(ctx, &heldSession{dir, st}, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, Clear: true}, f, nil); err != nil {
+	if _, err := s.fileOpHeld(ctx, &heldSession{dir, st}, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, Clear: true, KeepLinks: true}, f, nil); err != nil {
 		return err
 	}
 	st.Parent = meta.ID

@@ -477,13 +477,16 @@ func TestSessionSnapshotRestoreFork(t *testing.T) {
 		assert.Contains(t, r.stderr, "no cgroup to freeze")
 		return
 	}
-	ok("exec", id, "--", "sh", "-c", "mkdir d && echo one > d/f && ln -s d/f l && chmod 600 d/f")
+	// A workspace's symlinks may point anywhere in the jail (an absolute
+	// path, out of /workspace): the snapshot keeps them, restore puts
+	// them back as they were.
+	ok("exec", id, "--", "sh", "-c", "mkdir d && echo one > d/f && ln -s d/f l && chmod 600 d/f && ln -s /etc/hostname d/abs && ln -s ../../etc d/up")
 	var snap jail.SnapshotInfo
 	require.NoError(t, json.Unmarshal([]byte(ok("snapshot", "--json", "--name", "first", id)), &snap))
 	assert.Equal(t, jail.SnapshotSchema, snap.Schema)
 	assert.Equal(t, id, snap.SessionID)
 	assert.Equal(t, jail.ConsistencyFrozen, snap.Consistency)
-	assert.EqualValues(t, 3, snap.Files, "d/, d/f, l and nothing else")
+	assert.EqualValues(t, 5, snap.Files, "d/, d/abs, d/f, d/up, l and nothing else")
 	assert.Positive(t, snap.Bytes)
 	t.Logf("snapshot of a small workspace: processes stopped for %d ms", snap.FreezeMS)
 
@@ -500,9 +503,9 @@ func TestSessionSnapshotRestoreFork(t *testing.T) {
 	_ = bg.Wait()
 	requireGone(t, marker)
 	tree := func(id string) string {
-		return ok("exec", id, "--", "sh", "-c", "find . | sort; cat d/f; stat -c '%a' d/f; readlink l")
+		return ok("exec", id, "--", "sh", "-c", "find . | sort; cat d/f; stat -c '%a' d/f; readlink l d/abs d/up")
 	}
-	want := ".\n./d\n./d/f\n./l\none\n600\nd/f\n"
+	want := ".\n./d\n./d/abs\n./d/f\n./d/up\n./l\none\n600\nd/f\n/etc/hostname\n../../etc\n"
 	assert.Equal(t, want, tree(id))
 	assert.Equal(t, snap.ID, inspectSnap(t, dir, snaps, snap.ID).ID)
 
@@ -552,7 +555,7 @@ func TestSessionSnapshotRestoreFork(t *testing.T) {
 	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
 		names = append(names, h.Name)
 	}
-	assert.Equal(t, []string{"workspace/", "workspace/d/", "workspace/d/f", "workspace/l"}, names)
+	assert.Equal(t, []string{"workspace/", "workspace/d/", "workspace/d/abs", "workspace/d/f", "workspace/d/up", "workspace/l"}, names)
 
 	list := runOK(t, "snapshot", "list", "--snapshot-dir", snaps)
 	assert.Contains(t, list, snap.ID)

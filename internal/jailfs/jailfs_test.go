@@ -446,3 +446,27 @@ func TestInto(t *testing.T) {
 		assert.ErrorIs(t, err, unix.EINVAL, bad)
 	}
 }
+
+// TestExtractKeepLinks: a snapshot put back keeps its symlinks wherever
+// they point, and still never writes through one, nor links out.
+func TestExtractKeepLinks(t *testing.T) {
+	r, dir, canary := newRoot(t)
+	_, _, err := r.Extract("/dest", mkTar(t,
+		tarEntry{name: "abs", link: "/etc", typ: tar.TypeSymlink},
+		tarEntry{name: "up", link: "../../..", typ: tar.TypeSymlink},
+	), ExtractOptions{Mkdir: true, KeepLinks: true})
+	require.NoError(t, err)
+	l, err := os.Readlink(filepath.Join(dir, "dest/abs"))
+	require.NoError(t, err)
+	assert.Equal(t, "/etc", l)
+	for what, e := range map[string]tarEntry{
+		"through a kept link": {name: "up/canary", typ: tar.TypeReg, body: "pwned"},
+		"a hard link out":     {name: "h", link: "../canary", typ: tar.TypeLink},
+		"an empty link":       {name: "e", typ: tar.TypeSymlink},
+	} {
+		_, _, err := r.Extract("/dest", mkTar(t, e), ExtractOptions{KeepLinks: true})
+		assert.Error(t, err, what)
+	}
+	b, _ := os.ReadFile(canary)
+	assert.Equal(t, "host secret", string(b))
+}

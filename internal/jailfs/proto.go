@@ -48,9 +48,11 @@ type Request struct {
 	Into string `json:"into,omitempty"`
 	// Recursive lets OpRemove remove a directory and everything in it.
 	Recursive bool `json:"recursive,omitempty"`
-	// Clear empties the directory Path before OpPutTar unpacks into it
-	// (a restore).
-	Clear bool `json:"clear,omitempty"`
+	// Clear empties the directory Path before OpPutTar unpacks into it,
+	// and KeepLinks makes its symlinks as they are, wherever they point:
+	// a snapshot of the jail's own files put back (ExtractOptions).
+	Clear     bool `json:"clear,omitempty"`
+	KeepLinks bool `json:"keep_links,omitempty"`
 	// Depth is how many levels of directories OpList descends below Path:
 	// 1 lists Path's own entries; 0 or less, every level.
 	Depth int `json:"depth,omitempty"`

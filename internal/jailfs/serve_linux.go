@@ -130,7 +130,7 @@ func serve(req *Request, sock *os.File, stdin io.Reader, stdout io.Writer) *Repl
 		rep.Entries, rep.Skipped, err = root.Archive(p, cw)
 		rep.Bytes = cw.n
 	case OpPutTar:
-		rep.Entries, rep.Bytes, err = root.Extract(p, stdin, ExtractOptions{Mkdir: req.Mkdir, Clear: req.Clear, Commit: commitFrom(sock)})
+		rep.Entries, rep.Bytes, err = root.Extract(p, stdin, ExtractOptions{Mkdir: req.Mkdir, Clear: req.Clear, KeepLinks: req.KeepLinks, Commit: commitFrom(sock)})
 	case OpList:
 		rep.Entries, err = root.List(p, req.Depth, stdout)
 	case OpRemove:

@@ -22,6 +22,12 @@ type ExtractOptions struct {
 	// Clear removes everything in the destination first (never following
 	// a symlink).
 	Clear bool
+	// KeepLinks makes symlinks as they are, wherever they point: for a
+	// snapshot of the jail's own workspace put back (restore), where a
+	// link to /etc/hostname is the workload's, not an escape. A link is
+	// still never followed: every entry is resolved beneath the
+	// destination, and hard links must stay in it.
+	KeepLinks bool
 	// Commit is called once the whole archive is unpacked and synced, with
 	// the bytes read; an error fails the operation (what was unpacked
 	// stays).
@@ -52,7 +58,7 @@ func (r *Root) Extract(clean string, src io.Reader, o ExtractOptions) (entries, 
 		}
 	}
 	cr := &countReader{r: src}
-	entries, err = dst.extract(cr, clean)
+	entries, err = dst.extract(cr, clean, o.KeepLinks)
 	if err != nil {
 		return entries, cr.n, err
 	}
@@ -82,7 +88,7 @@ func ExtractInto(dir *os.File, src io.Reader) (int64, error) {
 	defer dst.Close()
 	// No syncfs here: on the host that would flush every dirty page of
 	// the file system, everyone's; a copy out is as durable as cp's.
-	return dst.extract(src, dir.Name())
+	return dst.extract(src, dir.Name(), false)
 }
 
 // ArchiveDir writes the host directory dir (opened by the caller) to w as
@@ -140,7 +146,7 @@ type dirTimes struct {
 	mtime time.Time
 }
 
-func (r *Root) extract(src io.Reader, dest string) (int64, error) {
+func (r *Root) extract(src io.Reader, dest string, keepLinks bool) (int64, error) {
 	tr := tar.NewReader(src)
 	var dirs []dirTimes
 	var n int64
@@ -156,7 +162,7 @@ func (r *Root) extract(src io.Reader, dest string) (int64, error) {
 		if err != nil {
 			return n, &Error{Op: "tar entry", Path: hdr.Name, Errno: unix.EINVAL, Message: err.Error()}
 		}
-		if err := r.extractOne(tr, hdr, name, &dirs); err != nil {
+		if err := r.extractOne(tr, hdr, name, keepLinks, &dirs); err != nil {
 			return n, err
 		}
 		n++
@@ -187,7 +193,7 @@ func times(t time.Time) []unix.Timespec {
 
 // extractOne unpacks one entry; name is its cleaned name ("" for the
 // destination itself).
-func (r *Root) extractOne(tr *tar.Reader, hdr *tar.Header, name string, dirs *[]dirTimes) error {
+func (r *Root) extractOne(tr *tar.Reader, hdr *tar.Header, name string, keepLinks bool, dirs *[]dirTimes) error {
 	perm := uint32(hdr.Mode) & 0o777
 	if name == "" {
 		if hdr.Typeflag == tar.TypeDir {
@@ -201,7 +207,10 @@ func (r *Root) extractOne(tr *tar.Reader, hdr *tar.Header, name string, dirs *[]
 	switch hdr.Typeflag {
 	case tar.TypeDir, tar.TypeReg, tar.TypeRegA:
 	case tar.TypeSymlink:
-		if !LinkStays(name, hdr.Linkname) {
+		if hdr.Linkname == "" || strings.IndexByte(hdr.Linkname, 0) >= 0 {
+			return &Error{Op: "tar entry", Path: name, Errno: unix.EINVAL, Message: "a symlink to nothing"}
+		}
+		if !keepLinks && !LinkStays(name, hdr.Linkname) {
 			return &Error{Op: "tar entry", Path: name, Errno: unix.EXDEV, Message: fmt.Sprintf("a symlink to %q, which leaves the destination", hdr.Linkname)}
 		}
 	case tar.TypeLink:
