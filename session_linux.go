@@ -242,7 +242,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			}
 			return nil
 		}},
-		{name: "workspace", do: func() error { return c.prepareWorkspace(&st) }},
+		{name: "workspace", do: func() error { return c.prepareWorkspace(&st) }, undo: func() { dropQuota(&st) }},
 		{name: "open host sources", do: func() error {
 			sources, err := c.l.openSources()
 			files = append(files, sources...)
@@ -508,24 +508,33 @@ func processIdentity(pid int) (start, pidns uint64, err error) {
 	return id.StartTime, id.PIDNS, nil
 }
 
-func writeState(dir string, st *sessionState) error {
-	b, err := json.MarshalIndent(st, "", "  ")
+func writeState(dir string, st *sessionState) error { return writeJSON(dir, "state.json", st) }
+
+// writeJSON writes v as JSON to name in dir, a directory of jail's own:
+// to a temporary file, synced, then renamed over name, so a reader sees
+// the old document or the whole new one, and a crash leaves one of them.
+func writeJSON(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, "state.json.tmp")
+	tmp := filepath.Join(dir, name+".tmp")
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, "state.json"))
+	return os.Rename(tmp, filepath.Join(dir, name))
 }
 
 func readState(dir, id string) (*sessionState, error) {

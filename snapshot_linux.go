@@ -136,31 +136,11 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 		return nil, err
 	}
 	info.Bytes, info.Files = rep.Bytes, rep.Entries
-	if err := writeSnapshotMeta(sdir, &snapshotMeta{SnapshotInfo: *info, Spec: withoutWorkspace(st.Spec)}); err != nil {
+	if err := writeJSON(sdir, "snapshot.json", &snapshotMeta{SnapshotInfo: *info, Spec: withoutWorkspace(st.Spec)}); err != nil {
 		return nil, err
 	}
 	s.m.log().Info("snapshot taken", "id", info.ID, "session", s.id, "bytes", info.Bytes, "freeze_ms", info.FreezeMS)
 	return info, nil
-}
-
-func writeSnapshotMeta(sdir string, meta *snapshotMeta) error {
-	b, err := json.MarshalIndent(meta, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(sdir, "snapshot.json.tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	f, err := os.Open(tmp)
-	if err == nil {
-		err = f.Sync()
-		f.Close()
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(sdir, "snapshot.json"))
 }
 
 // snapshot reads snapshot id (or, failing that, the one snapshot named

@@ -160,11 +160,19 @@ func removeWorkspace(st *sessionState) error {
 	if !isWorkspace(st.WorkspaceDir, st.ID) {
 		return fmt.Errorf("session %s: %s is not a workspace of jail's: left as it is", st.ID, st.WorkspaceDir)
 	}
-	if st.WorkspaceProject != 0 {
-		if fd, err := unix.Open(filepath.Dir(st.WorkspaceDir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
-			_ = clearQuota(fd, st.WorkspaceProject)
-			unix.Close(fd)
-		}
-	}
+	dropQuota(st)
 	return jailfs.RemoveTree(st.WorkspaceDir)
+}
+
+// dropQuota clears the limits of a dir workspace's project, if it has one
+// (best effort: its usage goes with its files).
+func dropQuota(st *sessionState) {
+	if st.WorkspaceProject == 0 {
+		return
+	}
+	if fd, err := unix.Open(filepath.Dir(st.WorkspaceDir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		_ = clearQuota(fd, st.WorkspaceProject)
+		unix.Close(fd)
+	}
+	st.WorkspaceProject = 0
 }

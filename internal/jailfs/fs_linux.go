@@ -368,22 +368,6 @@ func (f fdFile) Read(p []byte) (int, error) {
 	}
 }
 
-func (f fdFile) ReadAt(p []byte, off int64) (int, error) {
-	for {
-		n, err := unix.Pread(int(f), p, off)
-		if err == unix.EINTR {
-			continue
-		}
-		if n == 0 && err == nil && len(p) > 0 {
-			return 0, io.EOF
-		}
-		if n < 0 {
-			n = 0
-		}
-		return n, err
-	}
-}
-
 func (f fdFile) Write(p []byte) (int, error) {
 	total := 0
 	for total < len(p) {
@@ -434,7 +418,11 @@ func copyTemp(dfd, fd int) (string, error) {
 		return "", err
 	}
 	defer unix.Close(tfd)
-	if _, err := copyData(fdFile(tfd), io.NewSectionReader(fdFile(fd), 0, st.Size)); err != nil {
+	_, err = unix.Seek(fd, 0, io.SeekStart)
+	if err == nil {
+		_, err = copyData(fdFile(tfd), io.LimitReader(fdFile(fd), st.Size))
+	}
+	if err != nil {
 		_ = unix.Unlinkat(dfd, name, 0)
 		return "", err
 	}
