@@ -110,7 +110,19 @@ func (m *Sessions) log() *slog.Logger {
 // lockSession opens and locks a session's lock file (flock LOCK_EX or
 // LOCK_SH); closing the file releases it.
 func lockSession(dir string, how int, wait bool) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	return lockFile(dir, how, wait, false)
+}
+
+// lockFile is lockSession that makes the lock file first if create: only
+// the maker of a directory does. Anyone else making it would put it back
+// into a directory that rm has just emptied, and the directory's removal
+// would fail ("directory not empty", as a command racing rm did).
+func lockFile(dir string, how int, wait, create bool) (*os.File, error) {
+	flags := os.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), flags, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +198,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	lock, err := lockSession(dir, unix.LOCK_EX, true)
+	lock, err := lockFile(dir, unix.LOCK_EX, true, true)
 	if err != nil {
 		return nil, err
 	}
@@ -631,6 +643,10 @@ func (m *Sessions) Get(id string) (*Session, error) {
 // cleanup removes what an ended session left: its cgroup and its state.
 // It does nothing if someone holds the session's lock.
 func (m *Sessions) cleanup(dir string, st *sessionState) error {
+	// Never made here: a directory without its lock is being made (its
+	// maker locks it right after mkdir) or being removed (rm has taken
+	// the lock file already), and a lock put back would make rm's
+	// removal of the directory fail.
 	lock, err := lockSession(dir, unix.LOCK_EX, false)
 	if err != nil {
 		return nil // busy: whoever holds it goes on

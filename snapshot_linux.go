@@ -88,7 +88,7 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 	// Held until the snapshot is whole: Snapshots removes a snapshot
 	// without its description only when no one holds this (its maker
 	// died).
-	making, err := lockSession(sdir, unix.LOCK_EX, false)
+	making, err := lockFile(sdir, unix.LOCK_EX, false, true)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (m *Sessions) Snapshots() ([]*SnapshotInfo, error) {
 		// (SIGKILL) before it was whole, which no one holds.
 		sdir := filepath.Join(store, e.Name())
 		if _, serr := os.Lstat(filepath.Join(sdir, "snapshot.json")); errors.Is(serr, fs.ErrNotExist) {
-			if l, lerr := lockSession(sdir, unix.LOCK_EX, false); lerr == nil {
+			if l, lerr := lockFile(sdir, unix.LOCK_EX, false, true); lerr == nil {
 				_ = os.RemoveAll(sdir)
 				l.Close()
 			}
