@@ -10,6 +10,7 @@ import (
 
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/capture"
+	"github.com/jailrt/jail/netns"
 	"github.com/jailrt/jail/nsexec"
 )
 
@@ -99,6 +100,7 @@ type Cmd struct {
 	execErr         *nsexec.Msg   // MsgExecError
 	seccomp         []nsexec.Msg  // MsgSeccomp events
 	cg              *cgroup.Group // the run's cgroup, when the Spec has limits
+	net             *netns.Link   // an egress jail's veth, addresses and rules
 	killReason      Status        // timed_out or canceled, once the jail is being killed
 	group           int           // the workload's process group, when the jail shares our PID namespace
 	killSent        bool          // the caller sent SIGKILL with Signal
@@ -133,7 +135,7 @@ func (c *Cmd) newResult() *Result {
 		r.Isolation = c.l.iso
 	} else {
 		r.Isolation = Isolation{Namespaces: []string{}, UIDMap: []IDMap{}, GIDMap: []IDMap{}, NotEnforced: []string{},
-			Landlock: LandlockInfo{Enforced: []string{}, Missing: []string{}}}
+			Landlock: LandlockInfo{Enforced: []string{}, Missing: []string{}}, Network: NetworkInfo{Mode: c.Spec.netMode(), Allow: []AllowInfo{}}}
 	}
 	if c.Capture {
 		r.Output = "captured"

@@ -19,6 +19,7 @@ import (
 	"github.com/jailrt/jail/internal/capture"
 	"github.com/jailrt/jail/internal/hostfs"
 	"github.com/jailrt/jail/landlock"
+	"github.com/jailrt/jail/netns"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
 	"github.com/jailrt/jail/seccomp"
@@ -197,15 +198,66 @@ func (c *Cmd) Start() error {
 			return err
 		}, undo: c.destroyCgroup},
 		{name: "clone", do: func() error { return c.spawn(nsexec.InitArg0, files) }, undo: c.abort},
+		// While the child builds its root.
+		{name: "network", do: c.setupNetwork, undo: c.closeNetwork},
 		{name: "ready", do: c.awaitReady},
 		{name: "go", do: c.release},
 	}
 	return c.runSteps(steps)
 }
 
+// setupNetwork builds an egress jail's network: a lease from the pool,
+// the veth pair into the child's network namespace, the host's rules.
+func (c *Cmd) setupNetwork() error {
+	if c.l.egress == nil {
+		return nil
+	}
+	lease, err := netns.Acquire(netns.PoolSize(c.l.pool))
+	if err != nil {
+		return err
+	}
+	e, err := netns.Plan(c.l.pool, lease.Index, c.l.egress)
+	if err != nil {
+		lease.Release()
+		return err
+	}
+	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", c.child.Pid()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		lease.Release()
+		return fmt.Errorf("the jail's network namespace: %w", err)
+	}
+	defer unix.Close(ns)
+	link, err := netns.Setup(e, lease, ns)
+	if err != nil {
+		lease.Release()
+		return err
+	}
+	c.net = link
+	c.l.iso.Network.Address = e.JailAddr.String()
+	c.log().Debug("network", "host_if", e.HostIf, "address", e.JailAddr)
+	return nil
+}
+
+// closeNetwork removes an egress jail's network, if it has one.
+func (c *Cmd) closeNetwork() {
+	if c.net == nil {
+		return
+	}
+	if err := c.net.Close(); err != nil {
+		c.log().Warn("network teardown", "err", err)
+	}
+	c.net = nil
+}
+
 // plan validates the Spec and plans the jail and its process.
 func (c *Cmd) plan() error {
-	l, err := newLaunch(&c.Spec, c.Args, currentHost()) // validates the Spec
+	h := currentHost()
+	resolved, err := resolveAllow(c.ctx, &c.Spec)
+	if err != nil {
+		return &stepError{"spec", err}
+	}
+	h.resolved = resolved
+	l, err := newLaunch(&c.Spec, c.Args, h) // validates the Spec
 	if err != nil {
 		step := "spec"
 		if errors.Is(err, ErrNotSupported) {
@@ -748,6 +800,15 @@ func (c *Cmd) Wait() error {
 	if c.exited != nil && c.exited.Index > 0 {
 		// Not the stage's own rusage: see nsexec.Msg.Index.
 		r.MaxRSSBytes = int64(c.exited.Index) * 1024
+	}
+	if c.net != nil {
+		if n, err := c.net.Counters(); err == nil {
+			r.Network = &NetworkStats{BytesOut: int64(n.BytesOut), PacketsOut: int64(n.PacketsOut), BytesIn: int64(n.BytesIn),
+				PacketsIn: int64(n.PacketsIn), Denied: int64(n.Denied)}
+		} else {
+			c.log().Warn("network counters", "err", err)
+		}
+		c.closeNetwork()
 	}
 	oomKilled := false
 	if c.cg != nil {

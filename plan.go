@@ -2,9 +2,11 @@ package jail
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 
 	"github.com/jailrt/jail/landlock"
+	"github.com/jailrt/jail/netns"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
 	"github.com/jailrt/jail/seccomp"
@@ -45,6 +47,9 @@ type hostFacts struct {
 	// rlimitHard holds this process's hard limits of the DefaultRlimits,
 	// which the jail inherits and cannot raise.
 	rlimitHard map[string]uint64
+	// resolved holds the addresses of an egress allow-list's host names,
+	// resolved on the host before planning (resolveAllow).
+	resolved map[string][]netip.Addr
 }
 
 // launch is a complete, validated plan for one run: what the parent passes
@@ -64,6 +69,10 @@ type launch struct {
 	sources []hostSource
 	// checked holds the descriptors validation opened; Start closes them.
 	checked *checkedSpec
+	// egress is an egress jail's allow-list, one entry per address, and
+	// pool its address pool; egress is nil for the other modes.
+	egress []netns.Dest
+	pool   netip.Prefix
 }
 
 // newLaunch validates a Spec and turns it and the command into a launch. It fails
@@ -107,6 +116,14 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		} else {
 			l.cloneflags |= cloneFlag[ns]
 		}
+	}
+	iso.Network = NetworkInfo{Mode: s.netMode(), Allow: []AllowInfo{}}
+	if iso.Network.Mode == NetworkEgress {
+		if h.euid != 0 {
+			return nil, &FeatureError{Feature: "egress network", Reason: "an unprivileged caller needs a user-mode network stack (pasta), which this version of jail does not have yet: run as root, or use network mode none"}
+		}
+		l.egress, iso.Network.Allow = egressDests(cs.egress, h.resolved)
+		l.pool = s.Network.pool()
 	}
 	for _, ne := range iso.NotEnforced {
 		if ne[:5] != "time " && !s.AllowUnenforced {
@@ -227,6 +244,11 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		HostProc: l.cloneflags&cloneNewPID == 0, FileSources: map[string]bool{}}
 	if cs.root != nil {
 		cfg.Dir = cs.root.Path
+	}
+	for _, d := range cs.egress {
+		if d.Host != "" && len(h.resolved[d.Host]) > 0 {
+			cfg.Hosts = append(cfg.Hosts, rootfs.HostEntry{Name: d.Host, Addrs: h.resolved[d.Host]})
+		}
 	}
 	for _, src := range cs.sources {
 		cfg.FileSources[src.Path] = !src.Dir

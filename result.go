@@ -108,6 +108,10 @@ type Result struct {
 	SeccompDenials []SeccompDenial `json:"seccomp_denials"`
 	// SeccompDenialsTotal counts them all.
 	SeccompDenialsTotal int `json:"seccomp_denials_total"`
+	// Network is what an egress jail sent and received through the host,
+	// and how many of its packets the rules refused; null in the other
+	// network modes.
+	Network *NetworkStats `json:"network"`
 	// SupervisorLost says the jail's PID 1 died after the workload had
 	// started (the workload may take it down: it shares its ids), and the
 	// kernel killed the workload with it: Status is signaled (KILL), and
@@ -174,6 +178,9 @@ type Isolation struct {
 	Seccomp string `json:"seccomp"`
 	// Landlock is the second wall as it was in force.
 	Landlock LandlockInfo `json:"landlock"`
+	// Network is the jail's network: its mode and, for egress, the
+	// allow-list as resolved and the jail's address.
+	Network NetworkInfo `json:"network"`
 	// NotEnforced lists what the Spec asked for but the run did not have,
 	// each as "what: why" (only with AllowUnenforced, or for the time
 	// namespace on kernels without it).

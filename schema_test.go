@@ -32,6 +32,9 @@ var schemaDefs = map[reflect.Type]string{
 	reflect.TypeFor[IDMap]():         "#/$defs/id_map",
 	reflect.TypeFor[SeccompDenial](): "#/$defs/seccomp_denial",
 	reflect.TypeFor[LandlockInfo]():  "#/$defs/landlock_info",
+	reflect.TypeFor[NetworkInfo]():   "#/$defs/network_info",
+	reflect.TypeFor[AllowInfo]():     "#/$defs/allow_info",
+	reflect.TypeFor[NetworkStats]():  "#/$defs/network_stats",
 }
 
 // sessionSchemaDefs is schemaDefs for the session document; it shares the

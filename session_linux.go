@@ -172,6 +172,9 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	if err := ss.validate(); err != nil {
 		return nil, err
 	}
+	if ss.Spec.Network.Mode == NetworkEgress {
+		return nil, &SpecError{Field: "network.mode", Value: NetworkEgress, Err: errors.New("not available for sessions yet (runs only): use none or host")}
+	}
 	if ss.ID == "" {
 		ss.ID = newSessionID()
 	}

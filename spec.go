@@ -11,6 +11,7 @@ import (
 
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/netns"
 	"github.com/jailrt/jail/seccomp"
 )
 
@@ -93,6 +94,10 @@ type Spec struct {
 	// user requires root, disabling mount requires the default Root and no
 	// Mounts.
 	DisableNamespaces []string `json:"disable_namespaces,omitempty"`
+
+	// Network is the jail's network: none (the default: its own network
+	// namespace, lo only), host, or egress to an allow-list.
+	Network Network `json:"network,omitzero"`
 
 	// MemoryMaxBytes caps the memory of every process of the jail together
 	// (cgroup memory.max, or memory.limit_in_bytes on v1); an allocation
@@ -340,6 +345,8 @@ type checkedSpec struct {
 	seccomp *seccomp.Policy  // a policy file's or SeccompPolicy
 	// seccompName is the built-in policy ("none" included) when seccomp is nil.
 	seccompName string
+	// egress is the allow-list of an egress network, parsed.
+	egress []netns.Dest
 }
 
 // close closes the host descriptors validation opened.
@@ -496,6 +503,10 @@ func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 		}
 		disabled[n] = true
 	}
+	var err error
+	if cs.egress, err = s.validateNetwork(); err != nil {
+		return nil, err
+	}
 	if disabled["mount"] && (s.Root != "" || len(s.Mounts) > 0) {
 		return nil, bad("disable_namespaces", "mount", "root and mounts need a mount namespace")
 	}
@@ -542,8 +553,12 @@ func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 	return cs, nil
 }
 
-// disabled reports whether namespace ns is switched off.
+// disabled reports whether namespace ns is switched off (net: also by
+// network mode host).
 func (s *Spec) disabled(ns string) bool {
+	if ns == "net" && s.Network.Mode == NetworkHost {
+		return true
+	}
 	for _, n := range s.DisableNamespaces {
 		if n == ns {
 			return true

@@ -104,6 +104,21 @@ func TestSpecValidate(t *testing.T) {
 		{"seccomp log without a policy", Spec{Seccomp: "none", SeccompLog: true}, "seccomp_log"},
 		{"policy by name and inline", Spec{Seccomp: "strict", SeccompPolicy: &seccomp.Policy{DefaultAction: seccomp.ActAllow}}, "seccomp"},
 		{"bad inline policy", Spec{SeccompPolicy: &seccomp.Policy{DefaultAction: "deny"}}, "seccomp_policy"},
+		{"network none", Spec{Network: Network{Mode: NetworkNone}}, ""},
+		{"network host", Spec{Network: Network{Mode: NetworkHost}}, ""},
+		{"network host and no netns", Spec{Network: Network{Mode: NetworkHost}, DisableNamespaces: []string{"net"}}, ""},
+		{"egress", Spec{Network: Network{Mode: NetworkEgress, Pool: "10.50.0.0/20",
+			Allow: []string{"10.0.0.1:8080", "udp/192.0.2.1:53", "0.0.0.0/0", "example.com:443"}}}, ""},
+		{"unknown network mode", Spec{Network: Network{Mode: "bridge"}}, "network.mode"},
+		{"network none without netns", Spec{Network: Network{Mode: NetworkNone}, DisableNamespaces: []string{"net"}}, "network.mode"},
+		{"egress without netns", Spec{Network: Network{Mode: NetworkEgress, Allow: []string{"10.0.0.1"}}, DisableNamespaces: []string{"net"}}, "network.mode"},
+		{"allow without egress", Spec{Network: Network{Allow: []string{"10.0.0.1"}}}, "network.allow"},
+		{"pool without egress", Spec{Network: Network{Mode: NetworkNone, Pool: "10.50.0.0/20"}}, "network.pool"},
+		{"egress with nothing allowed", Spec{Network: Network{Mode: NetworkEgress}}, "network.allow"},
+		{"bad allow entry", Spec{Network: Network{Mode: NetworkEgress, Allow: []string{"10.0.0.1", "10.0.0.1:0"}}}, "network.allow[1]"},
+		{"IPv6 allow entry", Spec{Network: Network{Mode: NetworkEgress, Allow: []string{"[2001:db8::1]:443"}}}, "network.allow[0]"},
+		{"host name with own root", Spec{Root: dir, Network: Network{Mode: NetworkEgress, Allow: []string{"example.com"}}}, "network.allow[0]"},
+		{"bad pool", Spec{Network: Network{Mode: NetworkEgress, Allow: []string{"10.0.0.1"}, Pool: "10.0.0.0/31"}}, "network.pool"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.spec.Validate()

@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"fmt"
+	"net/netip"
 	"path"
 	"strconv"
 	"strings"
@@ -20,6 +21,9 @@ type Config struct {
 	UID, GID uint32
 	// Hostname goes into /etc/hosts.
 	Hostname string
+	// Hosts are more names for /etc/hosts (an egress allow-list's, as
+	// resolved on the host): the jail has no resolver.
+	Hosts []HostEntry
 	// TmpSizeBytes is the size of /tmp.
 	TmpSizeBytes int64
 	// ShmSizeBytes is the size of /dev/shm; 0 means mounts.DefaultTmpfsBytes.
@@ -39,6 +43,12 @@ type Config struct {
 	// jail without a PID namespace of its own cannot mount proc, and sees
 	// the host's processes anyway.
 	HostProc bool
+}
+
+// HostEntry is a name and its addresses in the jail's /etc/hosts.
+type HostEntry struct {
+	Name  string
+	Addrs []netip.Addr
 }
 
 // Host is what the plan needs to know about the host, gathered by [Probe].
@@ -290,6 +300,11 @@ func etcFiles(c Config) []nsexec.Mount {
 	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 	if c.Hostname != "" && c.Hostname != "localhost" {
 		hosts = strings.Replace(hosts, "localhost\n", "localhost "+c.Hostname+"\n", 1)
+	}
+	for _, h := range c.Hosts {
+		for _, a := range h.Addrs {
+			hosts += a.String() + "\t" + h.Name + "\n"
+		}
 	}
 	files := []struct{ name, data string }{
 		{"passwd", passwd}, {"group", group}, {"hosts", hosts}, {"hostname", c.Hostname + "\n"},

@@ -21,6 +21,7 @@ import (
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/internal/hostfs"
 	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/netns"
 	"github.com/jailrt/jail/profiles"
 )
 
@@ -51,6 +52,8 @@ type runFlags struct {
 	seccomp, landlock               string
 	seccompLog                      bool
 	noNS                            map[string]*bool
+	net, netPool                    string
+	allow                           []string
 }
 
 func newRunFlags() *runFlags { return &runFlags{noNS: map[string]*bool{}} }
@@ -130,8 +133,15 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.seccompLog, "seccomp-log", false, "report every call the seccomp policy denies (seccomp_denials), not only kills")
 	fl.BoolVar(&f.allowUnenforced, "allow-unenforced", false, "run even if something asked for cannot be enforced here; the report lists it")
 	fl.BoolVar(&f.allowSensitive, "allow-sensitive-sources", false, "allow bind sources under /proc, /sys, /dev, /boot, /run, the whole /etc or /")
+	fl.StringVar(&f.net, "net", "", "the jail's network: none (its own namespace, lo only), host (the host's: trusted uses only; --no-netns says the same) or egress (only the --allow destinations, enforced on the host; root only) (default: the profile's, none)")
+	fl.StringArrayVar(&f.allow, "allow", nil, "with --net egress, a destination the jail may reach: `[tcp/|udp/]DEST[:PORT[-PORT]]`, DEST an IPv4 address, CIDR or host name (resolved here, pinned in the jail's /etc/hosts); TCP and every port by default; private and link-local ranges and this host only when named (repeatable)")
+	fl.StringVar(&f.netPool, "net-pool", "", "with --net egress, the IPv4 `CIDR` egress jails take a /30 from (default "+netns.DefaultPool+")")
 	for _, ns := range jail.Namespaces {
-		f.noNS[ns] = fl.Bool("no-"+ns+"ns", false, "do not create a "+ns+" namespace (trusted uses only)")
+		help := "do not create a " + ns + " namespace (trusted uses only)"
+		if ns == "net" {
+			help = "share the host's network: --net host"
+		}
+		f.noNS[ns] = fl.Bool("no-"+ns+"ns", false, help)
 	}
 }
 
@@ -282,6 +292,18 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 		if *f.noNS[ns] {
 			s.DisableNamespaces = append(s.DisableNamespaces, ns)
 		}
+	}
+	switch {
+	case changed("net"):
+		s.Network.Mode = f.net // with --no-netns, validation refuses a mode other than host
+	case *f.noNS["net"]:
+		s.Network.Mode = jail.NetworkHost
+	}
+	if changed("allow") {
+		s.Network.Allow = f.allow
+	}
+	if changed("net-pool") {
+		s.Network.Pool = f.netPool
 	}
 	return s, nil
 }

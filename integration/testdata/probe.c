@@ -28,12 +28,22 @@
  *                        read and write into them until the kernel refuses,
  *                        or MB mebibytes are queued; print how many
  *   probe connect-unix PATH  connect to the unix socket at PATH
+ *   probe net tcp|udp ADDR PORT  connect (TCP) or send a datagram and wait
+ *                        for the answer (UDP) within 2 s; print "ok LINE"
+ *                        (what the server answered) or the errno, and the
+ *                        milliseconds it took; ADDR may be IPv4 or IPv6
+ *   probe serve tcp|udp ADDR PORT  (a test host's server, not in a jail)
+ *                        answer every connection or datagram with
+ *                        "hello from ADDR:PORT", until killed
  *   probe tty-attack     on fds 0-2: turn off echo and canonical mode, set
  *                        TIOCEXCL, the N_NULL line discipline, a 1x1 window
  *                        and O_NONBLOCK, and write an escape sequence: what
  *                        a workload does to a terminal it is handed */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -142,9 +152,131 @@ static void *spin(void *arg)
 	return NULL;
 }
 
+/* sockaddr_of fills an IPv4 or IPv6 address and port. "gateway" is the
+ * default route's gateway (/proc/net/route), "eth0" that interface's
+ * IPv4 address. */
+static socklen_t sockaddr_of(struct sockaddr_storage *ss, const char *addr, int port)
+{
+	memset(ss, 0, sizeof *ss);
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+	if (!strcmp(addr, "gateway")) {
+		FILE *f = fopen("/proc/net/route", "r");
+		char line[256], ifn[32];
+		unsigned dst, gw;
+		while (f && fgets(line, sizeof line, f))
+			if (sscanf(line, "%31s %x %x", ifn, &dst, &gw) == 3 && dst == 0) {
+				a4->sin_family = AF_INET, a4->sin_port = htons(port), a4->sin_addr.s_addr = gw;
+				fclose(f);
+				return sizeof *a4;
+			}
+		fprintf(stderr, "probe: no default route\n");
+		exit(2);
+	}
+	if (!strcmp(addr, "eth0")) {
+		struct ifreq ifr = {0};
+		int s = socket(AF_INET, SOCK_DGRAM, 0);
+		strcpy(ifr.ifr_name, "eth0");
+		if (s < 0 || ioctl(s, SIOCGIFADDR, &ifr) < 0) { perror("probe: eth0"); exit(2); }
+		close(s);
+		*a4 = *(struct sockaddr_in *)&ifr.ifr_addr;
+		a4->sin_port = htons(port);
+		return sizeof *a4;
+	}
+	if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET, a4->sin_port = htons(port);
+		return sizeof *a4;
+	}
+	if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6, a6->sin6_port = htons(port);
+		return sizeof *a6;
+	}
+	fprintf(stderr, "probe: bad address %s\n", addr);
+	exit(2);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* net_client connects (tcp) or sends one datagram (udp) and reads the
+ * answer, within 2 s. */
+static int net_client(const char *proto, const char *addr, int port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sockaddr_of(&ss, addr, port);
+	int udp = !strcmp(proto, "udp");
+	double t0 = now_ms();
+	int s = socket(ss.ss_family, (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK, 0);
+	char buf[128] = {0};
+	int r = s < 0 ? -1 : connect(s, (struct sockaddr *)&ss, len);
+	if (r < 0 && errno == EINPROGRESS) {
+		struct pollfd p = {.fd = s, .events = POLLOUT};
+		int err = 0;
+		socklen_t el = sizeof err;
+		r = poll(&p, 1, 2000);
+		if (r == 0) errno = ETIMEDOUT, r = -1;
+		else if (r > 0 && (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err)) errno = err, r = -1;
+		else if (r > 0) r = 0;
+	}
+	if (r == 0 && udp && send(s, "hi", 2, 0) < 0) r = -1;
+	if (r == 0) {
+		struct pollfd p = {.fd = s, .events = POLLIN};
+		r = poll(&p, 1, 2000);
+		if (r == 0) errno = ETIMEDOUT, r = -1;
+		else if (r > 0) {
+			ssize_t n = recv(s, buf, sizeof buf - 1, 0);
+			if (n < 0) r = -1;
+			else buf[n > 0 && buf[n - 1] == '\n' ? n - 1 : n] = 0, r = 0;
+		}
+	}
+	double ms = now_ms() - t0;
+	if (r < 0) { printf("errno %d %s %.0fms\n", errno, strerror(errno), ms); return 1; }
+	printf("ok %s %.0fms\n", buf, ms);
+	return 0;
+}
+
+/* net_serve answers every TCP connection or UDP datagram. */
+static int net_serve(const char *proto, const char *addr, int port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sockaddr_of(&ss, addr, port);
+	int udp = !strcmp(proto, "udp"), one = 1;
+	char msg[96];
+	snprintf(msg, sizeof msg, "hello from %s:%d\n", addr, port);
+	int s = socket(ss.ss_family, udp ? SOCK_DGRAM : SOCK_STREAM, 0);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (ss.ss_family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+	if (s < 0 || bind(s, (struct sockaddr *)&ss, len) < 0 || (!udp && listen(s, 64) < 0)) {
+		perror("probe serve");
+		return 1;
+	}
+	printf("listening\n");
+	fflush(stdout);
+	for (;;) {
+		if (udp) {
+			struct sockaddr_storage from;
+			socklen_t fl = sizeof from;
+			char b[64];
+			if (recvfrom(s, b, sizeof b, 0, (struct sockaddr *)&from, &fl) >= 0)
+				sendto(s, msg, strlen(msg), 0, (struct sockaddr *)&from, fl);
+			continue;
+		}
+		int c = accept(s, NULL, NULL);
+		if (c < 0) continue;
+		if (write(c, msg, strlen(msg)) < 0) { /* the client went */ }
+		close(c);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) return 2;
+	if (!strcmp(argv[1], "net") && argc == 5) return net_client(argv[2], argv[3], atoi(argv[4]));
+	if (!strcmp(argv[1], "serve") && argc == 5) return net_serve(argv[2], argv[3], atoi(argv[4]));
 	if (!strcmp(argv[1], "tiocsti")) { char c = '#'; return report(ioctl(0, TIOCSTI, &c)); }
 	if (!strcmp(argv[1], "connect-lo")) {
 		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(9)};

@@ -1,0 +1,385 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	jail "github.com/jailrt/jail"
+)
+
+// testNet is a network of namespaces the test makes, so that no packet
+// reaches this machine's own network: "outer" stands for the host jail
+// runs on, and hosts A (10.99.1.2, also the "metadata" address
+// 169.254.169.254 and fd00:99:1::2) and B (10.99.2.2) are linked to it by
+// veth pairs it forwards to.
+type testNet struct {
+	outer, a, b string // namespace names, under /run/netns
+}
+
+const (
+	hostA    = "10.99.1.2"
+	hostB    = "10.99.2.2"
+	outerA   = "10.99.1.1" // the outer host's own address towards A
+	metadata = "169.254.169.254"
+	hostA6   = "fd00:99:1::2"
+)
+
+func sh(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	require.NoError(t, err, "%v: %s", args, out)
+}
+
+func newTestNet(t *testing.T) *testNet {
+	t.Helper()
+	p := fmt.Sprintf("jt%d", os.Getpid())
+	n := &testNet{outer: p + "-outer", a: p + "-a", b: p + "-b"}
+	for _, ns := range []string{n.outer, n.a, n.b} {
+		sh(t, "ip", "netns", "add", ns)
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+		sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	}
+	for _, l := range []struct{ host, outerIf, hostIf, net string }{{n.a, "to-a", "eth0", "10.99.1"}, {n.b, "to-b", "eth0", "10.99.2"}} {
+		sh(t, "ip", "-n", n.outer, "link", "add", l.outerIf, "type", "veth", "peer", "name", l.hostIf, "netns", l.host)
+		sh(t, "ip", "-n", n.outer, "addr", "add", l.net+".1/24", "dev", l.outerIf)
+		sh(t, "ip", "-n", n.outer, "link", "set", l.outerIf, "up")
+		sh(t, "ip", "-n", l.host, "addr", "add", l.net+".2/24", "dev", l.hostIf)
+		sh(t, "ip", "-n", l.host, "link", "set", l.hostIf, "up")
+		// The outer host forwards to the test hosts, as a host routing
+		// egress jails must (jail turns it on for no interface but its own).
+		n.in(t, n.outer, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/conf/"+l.outerIf+"/forwarding")
+	}
+	sh(t, "ip", "-n", n.a, "addr", "add", metadata+"/32", "dev", "eth0")
+	sh(t, "ip", "-n", n.outer, "route", "add", metadata+"/32", "via", hostA)
+	sh(t, "ip", "-n", n.a, "-6", "addr", "add", hostA6+"/64", "dev", "eth0", "nodad")
+	sh(t, "ip", "-n", n.outer, "-6", "addr", "add", "fd00:99:1::1/64", "dev", "to-a", "nodad")
+	for _, s := range []struct{ ns, proto, addr, port string }{
+		{n.a, "tcp", hostA, "8080"}, {n.a, "tcp", hostA, "9090"}, {n.a, "udp", hostA, "5353"}, {n.a, "udp", hostA, "53"},
+		{n.a, "tcp", metadata, "80"}, {n.a, "tcp", "::", "8080"},
+		{n.b, "tcp", hostB, "8080"}, {n.b, "tcp", hostB, "9090"},
+		// The outer host's own listeners: its loopback, its address, any.
+		{n.outer, "tcp", "127.0.0.1", "7070"}, {n.outer, "tcp", outerA, "7071"}, {n.outer, "tcp", "0.0.0.0", "7072"},
+	} {
+		n.serve(t, s.ns, s.proto, s.addr, s.port)
+	}
+	return n
+}
+
+// in runs a command in namespace ns.
+func (n *testNet) in(t *testing.T, ns string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns}, args...)...).CombinedOutput()
+	require.NoError(t, err, "%v in %s: %s", args, ns, out)
+	return string(out)
+}
+
+// serve starts a probe server in namespace ns until the test ends.
+func (n *testNet) serve(t *testing.T, ns, proto, addr, port string) {
+	t.Helper()
+	c := exec.Command("nsenter", "--net=/run/netns/"+ns, probeBin, "serve", proto, addr, port)
+	out, err := c.StdoutPipe()
+	require.NoError(t, err)
+	c.Stderr = os.Stderr
+	require.NoError(t, c.Start())
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err, "probe serve %s %s:%s in %s", proto, addr, port, ns)
+	require.Equal(t, "listening\n", line)
+}
+
+// run runs `jail run --json ARGS` in the outer namespace, with the probe
+// at /probe/probe.
+func (n *testNet) run(t *testing.T, args ...string) (jail.Result, result) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	argv := append([]string{"--net=/run/netns/" + n.outer, jailBin, "run", "--json", "--profile", "strict", "--ro-bind", binDir + ":/probe"}, args...)
+	c := exec.CommandContext(ctx, "nsenter", argv...)
+	c.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	_ = c.Run()
+	r := result{stdout: out.String(), stderr: errb.String(), code: c.ProcessState.ExitCode()}
+	var res jail.Result
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&res), "stdout: %q stderr: %s", r.stdout, r.stderr)
+	return res, r
+}
+
+// leftovers lists what egress jails leave in the outer namespace: jail*
+// interfaces and tables.
+func (n *testNet) leftovers(t *testing.T) string {
+	t.Helper()
+	var left []string
+	for _, l := range strings.Split(n.in(t, n.outer, "ip", "-br", "link"), "\n") {
+		if strings.HasPrefix(l, "jail") {
+			left = append(left, l)
+		}
+	}
+	if nft, err := exec.LookPath("nft"); err == nil {
+		if rules := strings.TrimSpace(n.in(t, n.outer, nft, "list", "tables")); rules != "" {
+			left = append(left, rules)
+		}
+	}
+	return strings.Join(left, "; ")
+}
+
+// probeLines runs the probe's net commands in one egress jail and
+// returns each one's answer.
+func (n *testNet) probeLines(t *testing.T, allow []string, targets ...string) (jail.Result, map[string]string) {
+	t.Helper()
+	args := []string{"--net", "egress"}
+	for _, a := range allow {
+		args = append(args, "--allow", a)
+	}
+	script := ""
+	for _, tg := range targets {
+		f := strings.Fields(tg)
+		script += fmt.Sprintf("echo \"%s => $(/probe/probe net %s %s %s)\"\n", tg, f[0], f[1], f[2])
+	}
+	res, r := n.run(t, append(args, "--", "sh", "-c", script)...)
+	require.Equal(t, jail.StatusExited, res.Status, "stderr: %s", r.stderr)
+	got := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		k, v, _ := strings.Cut(l, " => ")
+		got[k] = v
+	}
+	require.Len(t, got, len(targets), "stdout: %s", res.Stdout)
+	return res, got
+}
+
+// refusedFast checks an answer is an error that came within 100 ms: the
+// rules reject, they do not let a program hang.
+func refusedFast(t *testing.T, what, answer string) {
+	t.Helper()
+	if !assert.True(t, strings.HasPrefix(answer, "errno "), "%s: got %q, want refused", what, answer) {
+		return
+	}
+	var ms int
+	f := strings.Fields(answer)
+	_, err := fmt.Sscanf(f[len(f)-1], "%dms", &ms)
+	require.NoError(t, err, answer)
+	assert.Less(t, ms, 100, "%s refused after %d ms: %q", what, ms, answer)
+}
+
+func TestNetworkEgressAllowList(t *testing.T) {
+	if unprivileged {
+		r := runJail(t, "run", "--net", "egress", "--allow", "10.0.0.1:80", "--", "true")
+		assert.Equal(t, 125, r.code)
+		assert.Contains(t, r.stderr, "pasta", "the refusal says what is missing")
+		assert.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, "one line: %s", r.stderr)
+		return
+	}
+	n := newTestNet(t)
+
+	res, got := n.probeLines(t, []string{hostA + ":8080"},
+		"tcp "+hostA+" 8080", "tcp "+hostA+" 9090", "tcp "+hostB+" 8080", "udp "+hostA+" 5353", "udp "+hostA+" 53",
+		"tcp "+metadata+" 80", "tcp "+outerA+" 7071", "tcp gateway 7072", "tcp 127.0.0.1 7070", "tcp "+hostA6+" 8080")
+	assert.Equal(t, "ok hello from "+hostA+":8080", strings.Fields(got["tcp "+hostA+" 8080"])[0]+" "+
+		strings.Join(strings.Fields(got["tcp "+hostA+" 8080"])[1:4], " "), "the allowed destination answers")
+	for _, denied := range []string{"tcp " + hostA + " 9090", "tcp " + hostB + " 8080", "udp " + hostA + " 5353", "udp " + hostA + " 53",
+		"tcp " + metadata + " 80", "tcp " + outerA + " 7071", "tcp gateway 7072"} {
+		refusedFast(t, denied, got[denied])
+	}
+	// The jail's own loopback is its own: nothing listens there.
+	assert.Contains(t, got["tcp 127.0.0.1 7070"], "Connection refused")
+	// IPv6 has no route out of the jail.
+	assert.True(t, strings.HasPrefix(got["tcp "+hostA6+" 8080"], "errno "), "IPv6: %s", got["tcp "+hostA6+" 8080"])
+
+	require.NotNil(t, res.Network, "egress counters")
+	assert.GreaterOrEqual(t, res.Network.Denied, int64(7), "each refused attempt is counted")
+	assert.Positive(t, res.Network.BytesOut)
+	assert.Positive(t, res.Network.PacketsIn)
+	assert.Equal(t, jail.NetworkEgress, res.Isolation.Network.Mode)
+	assert.Equal(t, []jail.AllowInfo{{Dest: hostA + ":8080", Resolved: []string{hostA + ":8080"}}}, res.Isolation.Network.Allow)
+	assert.NotEmpty(t, res.Isolation.Network.Address)
+
+	// A whole host, every TCP port; and a UDP port.
+	_, got = n.probeLines(t, []string{hostB, "udp/" + hostA + ":5353"},
+		"tcp "+hostB+" 8080", "tcp "+hostB+" 9090", "tcp "+hostA+" 8080", "udp "+hostA+" 5353")
+	assert.Contains(t, got["tcp "+hostB+" 8080"], "ok hello")
+	assert.Contains(t, got["tcp "+hostB+" 9090"], "ok hello")
+	assert.Contains(t, got["udp "+hostA+" 5353"], "ok hello")
+	refusedFast(t, "A:8080 when only B and UDP to A are allowed", got["tcp "+hostA+" 8080"])
+
+	// 0.0.0.0/0 opens neither private networks nor the metadata address
+	// nor this host.
+	_, got = n.probeLines(t, []string{"0.0.0.0/0"}, "tcp "+hostA+" 8080", "tcp "+metadata+" 80", "tcp "+outerA+" 7071")
+	for k, v := range got {
+		refusedFast(t, k+" under 0.0.0.0/0", v)
+	}
+	assert.Empty(t, n.leftovers(t), "nothing of the jails is left in the host's namespace")
+}
+
+func TestNetworkEgressJailCannotChangeIt(t *testing.T) {
+	requireRoot(t)
+	n := newTestNet(t)
+	// The workload holds no capability: it can change neither its routes
+	// and addresses nor a firewall (its namespace's or the host's), nor
+	// send from a forged address.
+	res, r := n.run(t, "--net", "egress", "--allow", hostA+":8080", "--", "sh", "-c",
+		"ip link set eth0 down; echo link=$?; ip addr add 10.99.1.77/32 dev eth0; echo addr=$?; "+
+			"ip route add 10.99.2.0/24 dev eth0; echo route=$?; nft flush ruleset; echo nft=$?; "+
+			"/probe/probe net tcp "+hostA+" 8080")
+	require.Equal(t, jail.StatusExited, res.Status, "stderr: %s", r.stderr)
+	for _, k := range []string{"link", "addr", "route", "nft"} {
+		assert.Regexp(t, k+`=[1-9]`, res.Stdout, "%s must fail", k)
+	}
+	assert.Contains(t, res.Stdout, "ok hello", "the network still works after the attempts")
+}
+
+func TestNetworkEgressHostname(t *testing.T) {
+	requireRoot(t)
+	n := newTestNet(t)
+	// Names come from a hosts file the test controls (a mount namespace of
+	// its own over /etc/hosts); the resolver file points nowhere, so no
+	// name can be looked up beyond this machine.
+	dir := t.TempDir()
+	hosts, resolv := filepath.Join(dir, "hosts"), filepath.Join(dir, "resolv.conf")
+	require.NoError(t, os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+hostA+" svc-a.test\n"), 0o644))
+	require.NoError(t, os.WriteFile(resolv, []byte("nameserver 127.0.0.1\n"), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	script := `mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && shift 2 && exec "$@"`
+	c := exec.CommandContext(ctx, "unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, resolv,
+		"nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--json", "--profile", "strict", "--ro-bind", binDir+":/probe",
+		"--net", "egress", "--allow", "svc-a.test:8080", "--", "sh", "-c", "cat /etc/hosts; ls /etc/resolv.conf; /probe/probe net tcp "+hostA+" 8080")
+	out, err := c.Output()
+	require.NoError(t, err)
+	var res jail.Result
+	require.NoError(t, json.Unmarshal(out, &res))
+	assert.Contains(t, res.Stdout, hostA+"\tsvc-a.test\n", "the name is pinned in the jail's /etc/hosts")
+	assert.Contains(t, res.Stderr, "No such file", "no resolver in the jail")
+	assert.Contains(t, res.Stdout, "ok hello")
+	assert.Equal(t, []jail.AllowInfo{{Dest: "svc-a.test:8080", Resolved: []string{hostA + ":8080"}}}, res.Isolation.Network.Allow)
+
+	// A name that does not resolve refuses the run, and makes nothing.
+	c = exec.CommandContext(ctx, "unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, resolv,
+		"nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--net", "egress", "--allow", "nothere.test", "--", "true")
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	err = c.Run()
+	require.Error(t, err)
+	assert.Equal(t, 125, c.ProcessState.ExitCode())
+	assert.Contains(t, errb.String(), `network.allow[0] "nothere.test"`)
+	assert.Empty(t, n.leftovers(t))
+}
+
+func TestNetworkEgressConcurrentAndKilled(t *testing.T) {
+	requireRoot(t)
+	n := newTestNet(t)
+	// A jail that serves on its own address, which another jail, allowed
+	// the whole pool's network and more, cannot reach.
+	server := exec.Command("nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--json", "--profile", "strict", "--ro-bind", binDir+":/probe",
+		"--net", "egress", "--allow", hostA+":8080", "--timeout", "4s", "--", "sh", "-c",
+		"/probe/probe serve tcp eth0 8000")
+	require.NoError(t, server.Start())
+	t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
+	var serverAddr string
+	require.Eventually(t, func() bool {
+		for _, l := range strings.Split(n.in(t, n.outer, "ip", "-4", "-o", "route"), "\n") {
+			if f := strings.Fields(l); len(f) > 2 && strings.HasPrefix(f[2], "jail") {
+				serverAddr = strings.TrimSuffix(f[0], "/30")
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the serving jail's route appears")
+	// The host itself reaches it (what proves the server is up): only
+	// other jails are kept away.
+	require.Eventually(t, func() bool {
+		out, _ := exec.Command("nsenter", "--net=/run/netns/"+n.outer, probeBin, "net", "tcp", jailAddr(serverAddr), "8000").Output()
+		return strings.HasPrefix(string(out), "ok hello")
+	}, 10*time.Second, 50*time.Millisecond, "the serving jail answers the host")
+
+	const jails = 12
+	var wg sync.WaitGroup
+	outs := make([]string, jails)
+	for i := range jails {
+		wg.Go(func() {
+			res, r := n.run(t, "--net", "egress", "--allow", hostA+":8080", "--allow", "10.0.0.0/8", "--", "sh", "-c",
+				"/probe/probe net tcp "+hostA+" 8080; /probe/probe net tcp "+jailAddr(serverAddr)+" 8000")
+			outs[i] = res.Stdout + r.stderr
+		})
+	}
+	wg.Wait()
+	for i := range jails {
+		lines := strings.Split(strings.TrimSpace(outs[i]), "\n")
+		require.Len(t, lines, 2, "jail %d: %s", i, outs[i])
+		assert.Contains(t, lines[0], "ok hello from "+hostA, "jail %d", i)
+		refusedFast(t, fmt.Sprintf("jail %d to another jail", i), lines[1])
+	}
+	_ = server.Wait() // its timeout ends it
+	assert.Equal(t, 124, server.ProcessState.ExitCode())
+	assert.Empty(t, n.leftovers(t))
+
+	// A jail killed with SIGKILL: its veth goes with its namespace; its
+	// table and lease are taken over and removed by the next run.
+	c := exec.Command("nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--net", "egress", "--allow", hostA+":8080", "--", "sleep", "30")
+	require.NoError(t, c.Start())
+	require.Eventually(t, func() bool { return n.leftovers(t) != "" }, 10*time.Second, 20*time.Millisecond, "the jail's veth appears")
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, c.Process.Kill())
+	_ = c.Wait()
+	require.Eventually(t, func() bool { return !strings.Contains(n.in(t, n.outer, "ip", "-br", "link"), "jail") },
+		10*time.Second, 50*time.Millisecond, "the veth goes with the jail's namespace")
+	_, got := n.probeLines(t, []string{hostA + ":8080"}, "tcp "+hostA+" 8080")
+	assert.Contains(t, got["tcp "+hostA+" 8080"], "ok hello")
+	entries, _ := os.ReadDir("/run/jail/net")
+	for _, e := range entries {
+		assert.Fail(t, "a lease is left", e.Name())
+	}
+}
+
+// jailAddr is the jail's address in the /30 whose network address is
+// network: the network's +2.
+func jailAddr(network string) string {
+	i := strings.LastIndex(network, ".")
+	var last int
+	fmt.Sscanf(network[i+1:], "%d", &last)
+	return fmt.Sprintf("%s.%d", network[:i], last+2)
+}
+
+func TestNetworkModes(t *testing.T) {
+	// none: lo only; host: the host's interfaces, and the report says so.
+	res, r := runJSON(t, "--net", "none", "--", "sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1")
+	require.Equal(t, 0, res.ExitCode, r.stderr)
+	assert.Equal(t, "lo", strings.TrimSpace(res.Stdout))
+	assert.Equal(t, jail.NetworkNone, res.Isolation.Network.Mode)
+	assert.Nil(t, res.Network)
+	assert.Contains(t, res.Isolation.Namespaces, "net")
+
+	res, r = runJSON(t, "--net", "host", "--", "true")
+	require.Equal(t, 0, res.ExitCode, r.stderr)
+	assert.Equal(t, jail.NetworkHost, res.Isolation.Network.Mode)
+	assert.NotContains(t, res.Isolation.Namespaces, "net")
+	res, _ = runJSON(t, "--no-netns", "--", "true")
+	assert.Equal(t, jail.NetworkHost, res.Isolation.Network.Mode, "--no-netns is --net host")
+
+	for _, bad := range [][]string{
+		{"--no-netns", "--net", "none"},
+		{"--allow", "10.0.0.1"},
+		{"--net", "egress"},
+		{"--net", "egress", "--allow", "10.0.0.1:70000"},
+		{"--net", "bridge"},
+		{"--net", "egress", "--allow", "[2001:db8::1]:443"},
+	} {
+		r := runJail(t, append(append([]string{"run"}, bad...), "--", "true")...)
+		assert.Equal(t, 125, r.code, "%v", bad)
+		assert.Contains(t, r.stderr, "network", "%v names the field", bad)
+	}
+}

@@ -1,0 +1,28 @@
+//go:build !linux
+
+package netns
+
+import "errors"
+
+var errNotLinux = errors.New("egress networks need Linux")
+
+// Lease is a lease index held by this process (Linux only).
+type Lease struct{ Index int }
+
+// Acquire reports that leases need Linux.
+func Acquire(int) (*Lease, error) { return nil, errNotLinux }
+
+// Release does nothing.
+func (*Lease) Release() {}
+
+// Link is an egress jail's network as built (Linux only).
+type Link struct{}
+
+// Setup reports that egress networks need Linux.
+func Setup(*Egress, *Lease, int) (*Link, error) { return nil, errNotLinux }
+
+// Counters reports that egress networks need Linux.
+func (*Link) Counters() (Counters, error) { return Counters{}, errNotLinux }
+
+// Close does nothing.
+func (*Link) Close() error { return nil }

@@ -1,0 +1,332 @@
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// DefaultPool is the range egress jails take their addresses from when
+// the Spec names none: a /30 each (the host's end, the jail's), so 16,384
+// jails at once.
+const DefaultPool = "10.213.0.0/16"
+
+// JailIf is the name of the jail's end of its veth pair, in its namespace.
+const JailIf = "eth0"
+
+// HostIfPrefix starts the name of the host's end of a jail's veth pair and
+// of its nftables table; the lease index follows ("jail42").
+const HostIfPrefix = "jail"
+
+// Special ranges: an egress jail reaches none of them unless an allow
+// entry lies inside one (names it explicitly): this host's own networks,
+// other machines on private networks, link-local (cloud metadata at
+// 169.254.169.254), loopback, documentation, multicast and reserved
+// space. An entry like
+// 0.0.0.0/0 opens the internet, not these.
+var specialRanges = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+}
+
+// Egress is the plan of one egress jail's network: the lease's addresses,
+// the interface names, the allow-list as resolved, and the host's rules.
+type Egress struct {
+	// Index is the lease's number in the pool.
+	Index int
+	// Pool is the range the lease is from.
+	Pool netip.Prefix
+	// Net is the jail's /30; HostAddr its host end, JailAddr the jail's.
+	Net                netip.Prefix
+	HostAddr, JailAddr netip.Addr
+	// HostIf is the host end's name, and the nftables table's.
+	HostIf string
+	// Allow is the allow-list, every entry with its address(es).
+	Allow []Dest
+	// Rules are the host's rules, in chain order.
+	Rules []Rule
+}
+
+// Chain is one of the three base chains of a jail's table.
+type Chain string
+
+// The chains of a jail's table (table inet jailN): forward (what the
+// jail sends through this host), input (what it sends to this host) and
+// postrouting (source NAT of what leaves).
+const (
+	Forward     Chain = "forward"
+	Input       Chain = "input"
+	Postrouting Chain = "postrouting"
+)
+
+// Verdict is what a rule does with a packet it matches.
+type Verdict string
+
+// Verdicts. Reject answers a TCP segment with a reset and anything else
+// with ICMP administratively prohibited, so a program fails at once; "" is
+// none (a counter that lets the packet go on).
+const (
+	Accept     Verdict = "accept"
+	Drop       Verdict = "drop"
+	Reject     Verdict = "reject"
+	RejectTCP  Verdict = "reject with tcp reset"
+	Masquerade Verdict = "masquerade"
+	Continue   Verdict = ""
+)
+
+// Rule is one nftables rule of a jail's table. Every field set must match.
+type Rule struct {
+	Chain Chain
+	// IIF and OIF match the input or output interface; NotOIF inverts OIF.
+	IIF, OIF string
+	NotOIF   bool
+	// Established matches ct state established,related.
+	Established bool
+	// NotSAddr matches IPv4 packets whose source is not this address;
+	// SAddr those whose source is.
+	NotSAddr, SAddr netip.Addr
+	// DAddr matches IPv4 packets to this prefix.
+	DAddr netip.Prefix
+	// Proto matches the transport protocol, "" any; TCPOnly is the same
+	// as Proto TCP with any port, for the reset rule.
+	Proto Proto
+	// PortFrom and PortTo match the destination port range (with Proto).
+	PortFrom, PortTo uint16
+	// Counter counts the packets and bytes the rule matches; Name says
+	// what for (the apply side reads the counters by it).
+	Counter bool
+	Name    string
+	Verdict Verdict
+}
+
+// Counters are what a jail sent and was sent through this host, from
+// the host table's counters, and the packets it sent that were refused.
+type Counters struct {
+	BytesOut, PacketsOut uint64
+	BytesIn, PacketsIn   uint64
+	Denied               uint64
+}
+
+// Counter names: what each counted rule stands for.
+const (
+	CountOut    = "out"    // packets the jail sent
+	CountIn     = "in"     // packets sent to the jail
+	CountDenied = "denied" // packets of the jail refused
+)
+
+// Plan works out the network of the egress jail with lease index in
+// pool, with allow already resolved (every Dest has its Prefix). It
+// refuses IPv6 entries: the jail has no IPv6 route, and the host rejects
+// every IPv6 packet it sends.
+func Plan(pool netip.Prefix, index int, allow []Dest) (*Egress, error) {
+	if !pool.Addr().Is4() || pool != pool.Masked() || pool.Bits() > 30 {
+		return nil, fmt.Errorf("address pool %s: want an IPv4 network of /30 or larger", pool)
+	}
+	if index < 0 || index >= PoolSize(pool) {
+		return nil, fmt.Errorf("lease %d: the pool %s has %d", index, pool, PoolSize(pool))
+	}
+	base := pool.Addr().As4()
+	n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	n += uint32(index) * 4
+	netAddr := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+	e := &Egress{Index: index, Pool: pool, Net: netip.PrefixFrom(netAddr, 30), HostIf: HostIfPrefix + strconv.Itoa(index)}
+	e.HostAddr = netAddr.Next()
+	e.JailAddr = e.HostAddr.Next()
+	for _, d := range allow {
+		if !d.Prefix.IsValid() {
+			return nil, fmt.Errorf("allow %s: not resolved", d.Raw)
+		}
+		if !d.Prefix.Addr().Is4() {
+			return nil, fmt.Errorf("allow %s: IPv6 destinations are not supported yet (the jail has no IPv6 route; every IPv6 packet is rejected)", d.Raw)
+		}
+	}
+	e.Allow = allow
+	e.Rules = e.rules()
+	return e, nil
+}
+
+// PoolSize is how many jails pool has room for.
+func PoolSize(pool netip.Prefix) int {
+	if pool.Bits() > 30 {
+		return 0
+	}
+	return 1 << (30 - pool.Bits())
+}
+
+// explicit reports whether d names an address inside special range r (or
+// r itself or a part of it): then it is allowed, ahead of r's rejection.
+func explicit(d Dest, r netip.Prefix) bool {
+	return r.Bits() <= d.Prefix.Bits() && r.Contains(d.Prefix.Addr())
+}
+
+func (e *Egress) rules() []Rule {
+	j := e.HostIf
+	allow := func(c Chain, d Dest) Rule {
+		r := Rule{Chain: c, IIF: j, DAddr: d.Prefix, Proto: d.Proto, PortFrom: d.PortFrom, PortTo: d.PortTo, Verdict: Accept}
+		return r
+	}
+	rs := []Rule{
+		// What passes through, counted before anything decides.
+		{Chain: Forward, IIF: j, Counter: true, Name: CountOut},
+		{Chain: Forward, OIF: j, Counter: true, Name: CountIn},
+		// Answers to the jail's own connections; nothing new comes in.
+		{Chain: Forward, OIF: j, Established: true, Verdict: Accept},
+		{Chain: Forward, OIF: j, Verdict: Drop},
+		// A forged source address goes no further.
+		{Chain: Forward, IIF: j, NotSAddr: e.JailAddr, Counter: true, Name: CountDenied, Verdict: Drop},
+		{Chain: Forward, IIF: j, Established: true, Verdict: Accept},
+		// Other jails, whatever the list says.
+		{Chain: Forward, IIF: j, DAddr: e.Pool, Counter: true, Name: CountDenied, Verdict: Reject},
+	}
+	// Entries inside a special range, then the special ranges, then the
+	// rest: 0.0.0.0/0 opens the internet, not the private networks.
+	for _, d := range e.Allow {
+		for _, r := range specialRanges {
+			if explicit(d, r) {
+				rs = append(rs, allow(Forward, d))
+				break
+			}
+		}
+	}
+	for _, r := range specialRanges {
+		rs = append(rs, Rule{Chain: Forward, IIF: j, DAddr: r, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
+			Rule{Chain: Forward, IIF: j, DAddr: r, Counter: true, Name: CountDenied, Verdict: Reject})
+	}
+	for _, d := range e.Allow {
+		special := false
+		for _, r := range specialRanges {
+			special = special || explicit(d, r)
+		}
+		if !special {
+			rs = append(rs, allow(Forward, d))
+		}
+	}
+	rs = append(rs,
+		Rule{Chain: Forward, IIF: j, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
+		Rule{Chain: Forward, IIF: j, Counter: true, Name: CountDenied, Verdict: Reject},
+		// This host: its own addresses (the veth's end, its loopback
+		// services bound to any address) only where an entry names one
+		// address; never another jail's end.
+		Rule{Chain: Input, IIF: j, Counter: true, Name: CountOut},
+		Rule{Chain: Input, IIF: j, NotSAddr: e.JailAddr, Counter: true, Name: CountDenied, Verdict: Drop},
+		Rule{Chain: Input, IIF: j, Established: true, Verdict: Accept},
+		Rule{Chain: Input, IIF: j, DAddr: e.Pool, Counter: true, Name: CountDenied, Verdict: Reject},
+	)
+	for _, d := range e.Allow {
+		if d.Prefix.IsSingleIP() {
+			rs = append(rs, allow(Input, d))
+		}
+	}
+	rs = append(rs,
+		Rule{Chain: Input, IIF: j, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
+		Rule{Chain: Input, IIF: j, Counter: true, Name: CountDenied, Verdict: Reject},
+		Rule{Chain: Postrouting, SAddr: e.JailAddr, OIF: j, NotOIF: true, Verdict: Masquerade},
+	)
+	return rs
+}
+
+// Ruleset renders the host's rules in nft(8) syntax: what `nft list
+// table inet jailN` prints, near enough to load with `nft -f` (the tests
+// check it does), for review and for the golden test.
+func (e *Egress) Ruleset() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s {\n", e.HostIf)
+	for _, c := range []struct {
+		chain Chain
+		hook  string
+	}{{Forward, "type filter hook forward priority filter; policy accept;"},
+		{Input, "type filter hook input priority filter; policy accept;"},
+		{Postrouting, "type nat hook postrouting priority srcnat; policy accept;"}} {
+		fmt.Fprintf(&b, "\tchain %s {\n\t\t%s\n", c.chain, c.hook)
+		for _, r := range e.Rules {
+			if r.Chain == c.chain {
+				fmt.Fprintf(&b, "\t\t%s\n", r)
+			}
+		}
+		b.WriteString("\t}\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// String renders r as an nft(8) rule.
+func (r Rule) String() string {
+	var w []string
+	if r.IIF != "" {
+		w = append(w, fmt.Sprintf("iifname %q", r.IIF))
+	}
+	if r.OIF != "" {
+		op := ""
+		if r.NotOIF {
+			op = "!= "
+		}
+		w = append(w, fmt.Sprintf("oifname %s%q", op, r.OIF))
+	}
+	if r.Established {
+		w = append(w, "ct state established,related")
+	}
+	if r.SAddr.IsValid() {
+		w = append(w, "ip saddr "+r.SAddr.String())
+	}
+	if r.NotSAddr.IsValid() {
+		w = append(w, "ip saddr != "+r.NotSAddr.String())
+	}
+	if r.DAddr.IsValid() {
+		w = append(w, "ip daddr "+prefixString(r.DAddr))
+	}
+	switch {
+	case r.Proto != "" && (r.PortFrom != 0 || r.PortTo != 0):
+		ports := strconv.Itoa(int(r.PortFrom))
+		if r.PortTo != r.PortFrom {
+			ports += "-" + strconv.Itoa(int(r.PortTo))
+		}
+		w = append(w, string(r.Proto)+" dport "+ports)
+	case r.Proto != "":
+		w = append(w, "meta l4proto "+string(r.Proto))
+	}
+	if r.Counter {
+		w = append(w, "counter")
+	}
+	if r.Verdict == Reject {
+		w = append(w, "reject with icmpx admin-prohibited")
+	} else if r.Verdict != Continue {
+		w = append(w, string(r.Verdict))
+	}
+	if r.Name != "" {
+		w = append(w, "comment "+strconv.Quote(r.Name))
+	}
+	return strings.Join(w, " ")
+}
+
+func prefixString(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
+// ParsePool parses an address pool.
+func ParsePool(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, errors.New("want an IPv4 CIDR such as " + DefaultPool)
+	}
+	if !p.Addr().Is4() || p != p.Masked() || p.Bits() > 30 || p.Bits() < 8 {
+		return netip.Prefix{}, fmt.Errorf("want an IPv4 network from /8 to /30 (its address with no host bits, e.g. %s)", DefaultPool)
+	}
+	return p, nil
+}

@@ -1,0 +1,126 @@
+package netns
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestParseDest(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Dest
+	}{
+		{"10.0.0.1", Dest{Proto: TCP, Prefix: netip.MustParsePrefix("10.0.0.1/32")}},
+		{"10.0.0.1:8080", Dest{Proto: TCP, Prefix: netip.MustParsePrefix("10.0.0.1/32"), PortFrom: 8080, PortTo: 8080}},
+		{"udp/10.0.0.1:53", Dest{Proto: UDP, Prefix: netip.MustParsePrefix("10.0.0.1/32"), PortFrom: 53, PortTo: 53}},
+		{"tcp/192.168.0.0/16:1000-2000", Dest{Proto: TCP, Prefix: netip.MustParsePrefix("192.168.0.0/16"), PortFrom: 1000, PortTo: 2000}},
+		{"0.0.0.0/0", Dest{Proto: TCP, Prefix: netip.MustParsePrefix("0.0.0.0/0")}},
+		{"Example.COM.:443", Dest{Proto: TCP, Host: "example.com", PortFrom: 443, PortTo: 443}},
+		{"[2001:db8::1]:443", Dest{Proto: TCP, Prefix: netip.MustParsePrefix("2001:db8::1/128"), PortFrom: 443, PortTo: 443}},
+		{"2001:db8::/32", Dest{Proto: TCP, Prefix: netip.MustParsePrefix("2001:db8::/32")}},
+		{"::ffff:10.0.0.1", Dest{Proto: TCP, Prefix: netip.MustParsePrefix("10.0.0.1/32")}},
+	} {
+		got, err := ParseDest(c.in)
+		require.NoError(t, err, c.in)
+		c.want.Raw = c.in
+		assert.Equal(t, c.want, got, c.in)
+		again, err := ParseDest(got.String())
+		require.NoError(t, err, "%s rendered as %s", c.in, got)
+		again.Raw = c.in
+		assert.Equal(t, got, again, "%s rendered as %s", c.in, got)
+	}
+	for _, in := range []string{"", "udp/", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:80-70", "10.0.0.1:x",
+		"10.0.0.1/33", "10.0.0.1/8", "[::1", "[::1]x", "fe80::1%eth0", "-bad.example", "a..b", "under_score.example",
+		"10.0.0.1:", "host:1:2"} {
+		_, err := ParseDest(in)
+		assert.Error(t, err, "%q", in)
+	}
+}
+
+func mustDest(t *testing.T, s string) Dest {
+	d, err := ParseDest(s)
+	require.NoError(t, err)
+	return d
+}
+
+func TestPlanAddresses(t *testing.T) {
+	pool := netip.MustParsePrefix(DefaultPool)
+	e, err := Plan(pool, 0, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "10.213.0.0/30", e.Net.String())
+	assert.Equal(t, "10.213.0.1", e.HostAddr.String())
+	assert.Equal(t, "10.213.0.2", e.JailAddr.String())
+	assert.Equal(t, "jail0", e.HostIf)
+	e, err = Plan(pool, PoolSize(pool)-1, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "10.213.255.252/30", e.Net.String())
+	assert.Equal(t, "jail16383", e.HostIf)
+	assert.LessOrEqual(t, len(e.HostIf), 15, "IFNAMSIZ")
+	_, err = Plan(pool, PoolSize(pool), nil)
+	assert.Error(t, err)
+	_, err = Plan(netip.MustParsePrefix("10.0.0.0/31"), 0, nil)
+	assert.Error(t, err)
+	_, err = Plan(pool, 0, []Dest{mustDest(t, "[2001:db8::1]:443")})
+	assert.ErrorContains(t, err, "IPv6")
+	_, err = Plan(pool, 0, []Dest{mustDest(t, "example.com")})
+	assert.ErrorContains(t, err, "not resolved")
+}
+
+func TestParsePool(t *testing.T) {
+	p, err := ParsePool("10.50.0.0/20")
+	require.NoError(t, err)
+	assert.Equal(t, 1024, PoolSize(p))
+	for _, bad := range []string{"", "10.50.0.1/20", "10.0.0.0/31", "2001:db8::/64", "10.0.0.0/7", "x"} {
+		_, err := ParsePool(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+// TestRuleset compares the rules of a jail allowed one internet port, a
+// private address, a UDP port and the whole internet with
+// testdata/ruleset.nft, and has the kernel's nftables check them.
+func TestRuleset(t *testing.T) {
+	var allow []Dest
+	for _, s := range []string{"93.184.215.14:443", "10.1.2.3:8080", "udp/192.0.2.53:53", "0.0.0.0/0", "10.9.0.0/16:22-23"} {
+		allow = append(allow, mustDest(t, s))
+	}
+	e, err := Plan(netip.MustParsePrefix(DefaultPool), 7, allow)
+	require.NoError(t, err)
+	got := e.Ruleset()
+	golden := "testdata/ruleset.nft"
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got)
+
+	// The private entries come before the private ranges' rejection, the
+	// internet after it: 0.0.0.0/0 must not open 10.0.0.0/8.
+	i10, iReject, iAll := strings.Index(got, "10.1.2.3 tcp dport 8080 accept"), strings.Index(got, "ip daddr 10.0.0.0/8 meta l4proto tcp"),
+		strings.Index(got, "ip daddr 0.0.0.0/0 meta l4proto tcp accept")
+	assert.True(t, i10 > 0 && iReject > i10 && iAll > iReject, "order: explicit private, private rejected, the rest")
+	// Another jail is rejected before any entry.
+	assert.Less(t, strings.Index(got, "ip daddr 10.213.0.0/16"), i10)
+
+	nft, err := exec.LookPath("nft")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI has no nft (apt-get install nftables) to check the ruleset with")
+		}
+		t.Skip("no nft to check the ruleset with")
+	}
+	cmd := exec.Command("unshare", "-rn", nft, "-c", "-f", "-")
+	cmd.Stdin = strings.NewReader(got)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "nft -c:\n%s", out)
+}
