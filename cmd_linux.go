@@ -212,11 +212,15 @@ func (c *Cmd) setupNetwork() error {
 	if c.l.egress == nil {
 		return nil
 	}
+	hostNets, err := netns.HostNets()
+	if err != nil {
+		return err
+	}
 	lease, err := netns.Acquire(netns.PoolSize(c.l.pool))
 	if err != nil {
 		return err
 	}
-	e, err := netns.Plan(c.l.pool, lease.Index, c.l.egress)
+	e, err := netns.Plan(c.l.pool, lease.Index, c.l.egress, hostNets)
 	if err != nil {
 		lease.Release()
 		return err

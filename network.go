@@ -118,6 +118,11 @@ func (s *Spec) validateNetwork() ([]netns.Dest, error) {
 	if len(n.Allow) == 0 {
 		return nil, badField("network.allow", "", "egress needs at least one destination (or use network mode none)")
 	}
+	if slices.Contains(s.DisableNamespaces, "pid") {
+		// Nothing of the jail may outlive its PID 1 on the veth when
+		// the rules go.
+		return nil, badField("network.mode", n.Mode, "needs a PID namespace, and disable_namespaces has pid")
+	}
 	if n.Pool != "" {
 		if _, err := netns.ParsePool(n.Pool); err != nil {
 			return nil, badField("network.pool", n.Pool, "%v", err)
@@ -181,6 +186,11 @@ func resolveAllow(ctx context.Context, s *Spec) (map[string][]netip.Addr, error)
 		}
 		for j := range addrs {
 			addrs[j] = addrs[j].Unmap()
+			// A DNS answer must not open what only an address may:
+			// the metadata address, a private network, loopback.
+			if r, special := netns.SpecialRange(addrs[j]); special {
+				return nil, badField(fmt.Sprintf("network.allow[%d]", i), a, "resolves to %s, in %s, which a host name cannot open: give the address instead", addrs[j], r)
+			}
 		}
 		slices.SortFunc(addrs, netip.Addr.Compare)
 		out[d.Host] = slices.Compact(addrs)
@@ -201,7 +211,7 @@ func egressDests(dests []netns.Dest, resolved map[string][]netip.Addr) ([]netns.
 		}
 		for _, a := range resolved[d.Host] {
 			e := d
-			e.Host, e.Prefix = "", netip.PrefixFrom(a, 32)
+			e.Host, e.FromName, e.Prefix = "", d.Host, netip.PrefixFrom(a, 32)
 			out = append(out, e)
 			ai.Resolved = append(ai.Resolved, e.String())
 		}

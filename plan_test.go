@@ -1,7 +1,9 @@
 package jail
 
 import (
+	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -296,6 +298,7 @@ func TestNewLaunchRefuses(t *testing.T) {
 		{"unprivileged caller on a kernel without user namespace, allowed", Spec{AllowUnenforced: true}, []string{"id"}, testHost(1000, 1000, "user"), "user namespace"},
 		{"seccomp kills on a kernel without WAIT_KILLABLE_RECV", Spec{}, []string{"id"}, noWaitKillable(testHost(0, 0)), "seccomp kills"},
 		{"landlock required below ABI 6", Spec{Landlock: LandlockRequire}, []string{"id"}, withLandlock(testHost(0, 0), 5), "landlock"},
+		{"egress for an unprivileged caller", Spec{Network: Network{Mode: NetworkEgress, Allow: []string{"10.0.0.1"}}}, []string{"id"}, testHost(1000, 1000), "egress network"},
 		{"no argv", Spec{}, nil, testHost(0, 0), ""},
 		{"empty command", Spec{}, []string{""}, testHost(0, 0), ""},
 	} {
@@ -317,6 +320,37 @@ func TestNewLaunchRefuses(t *testing.T) {
 			assert.Equal(t, tc.feature, fe.Feature, "got feature %q, want %q", fe.Feature, tc.feature)
 			assert.NotEmpty(t, fe.Reason)
 		})
+	}
+}
+
+func TestNewLaunchEgress(t *testing.T) {
+	h := testHost(0, 0)
+	h.resolved = map[string][]netip.Addr{"svc.test": {netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("192.0.2.8")}}
+	s := Spec{Network: Network{Mode: NetworkEgress, Pool: "10.50.0.0/20", Allow: []string{"10.0.0.1:80", "udp/svc.test:53"}}}
+	l, err := newLaunch(&s, []string{"id"}, h)
+	require.NoError(t, err)
+	defer l.checked.close()
+	assert.Contains(t, l.iso.Namespaces, "net")
+	assert.Equal(t, NetworkInfo{Mode: NetworkEgress, Allow: []AllowInfo{
+		{Dest: "10.0.0.1:80", Resolved: []string{"10.0.0.1:80"}},
+		{Dest: "udp/svc.test:53", Resolved: []string{"udp/192.0.2.7:53", "udp/192.0.2.8:53"}},
+	}}, l.iso.Network)
+	require.Len(t, l.egress, 3, "one entry per address")
+	assert.Equal(t, "10.50.0.0/20", l.pool.String())
+	var hosts string
+	for _, m := range l.plan.Mounts {
+		if m.Target == "/etc/hosts" {
+			hosts = string(m.Data)
+		}
+	}
+	assert.Contains(t, hosts, "192.0.2.7\tsvc.test\n192.0.2.8\tsvc.test\n", "the names are pinned")
+
+	for mode, ns := range map[string]bool{NetworkNone: true, NetworkHost: false, "": true} {
+		l, err := newLaunch(&Spec{Network: Network{Mode: mode}}, []string{"id"}, h)
+		require.NoError(t, err)
+		l.checked.close()
+		assert.Equal(t, ns, slices.Contains(l.iso.Namespaces, "net"), "mode %q", mode)
+		assert.Nil(t, l.egress)
 	}
 }
 

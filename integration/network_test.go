@@ -23,15 +23,20 @@ import (
 // testNet is a network of namespaces the test makes, so that no packet
 // reaches this machine's own network: "outer" stands for the host jail
 // runs on, and hosts A (10.99.1.2, also the "metadata" address
-// 169.254.169.254 and fd00:99:1::2) and B (10.99.2.2) are linked to it by
-// veth pairs it forwards to.
+// 169.254.169.254 and fd00:99:1::2), B (10.99.2.2) and C (11.99.3.2 on
+// the outer host's LAN, and 11.99.4.2 behind it: "the internet") are
+// linked to it by veth pairs it forwards to. The outer namespace has no
+// other link and no default route: 11.99.x is a label inside the test's
+// namespaces, never sent anywhere else.
 type testNet struct {
-	outer, a, b string // namespace names, under /run/netns
+	outer, a, b, c string // namespace names, under /run/netns
 }
 
 const (
 	hostA    = "10.99.1.2"
 	hostB    = "10.99.2.2"
+	hostC    = "11.99.3.2" // on the outer host's own network
+	internet = "11.99.4.2" // C's, behind it: routed, not on-link
 	outerA   = "10.99.1.1" // the outer host's own address towards A
 	metadata = "169.254.169.254"
 	hostA6   = "fd00:99:1::2"
@@ -46,13 +51,14 @@ func sh(t *testing.T, args ...string) {
 func newTestNet(t *testing.T) *testNet {
 	t.Helper()
 	p := fmt.Sprintf("jt%d", os.Getpid())
-	n := &testNet{outer: p + "-outer", a: p + "-a", b: p + "-b"}
-	for _, ns := range []string{n.outer, n.a, n.b} {
+	n := &testNet{outer: p + "-outer", a: p + "-a", b: p + "-b", c: p + "-c"}
+	for _, ns := range []string{n.outer, n.a, n.b, n.c} {
 		sh(t, "ip", "netns", "add", ns)
 		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 		sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
 	}
-	for _, l := range []struct{ host, outerIf, hostIf, net string }{{n.a, "to-a", "eth0", "10.99.1"}, {n.b, "to-b", "eth0", "10.99.2"}} {
+	for _, l := range []struct{ host, outerIf, hostIf, net string }{{n.a, "to-a", "eth0", "10.99.1"}, {n.b, "to-b", "eth0", "10.99.2"},
+		{n.c, "to-c", "eth0", "11.99.3"}} {
 		sh(t, "ip", "-n", n.outer, "link", "add", l.outerIf, "type", "veth", "peer", "name", l.hostIf, "netns", l.host)
 		sh(t, "ip", "-n", n.outer, "addr", "add", l.net+".1/24", "dev", l.outerIf)
 		sh(t, "ip", "-n", n.outer, "link", "set", l.outerIf, "up")
@@ -62,6 +68,8 @@ func newTestNet(t *testing.T) *testNet {
 		// egress jails must (jail turns it on for no interface but its own).
 		n.in(t, n.outer, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/conf/"+l.outerIf+"/forwarding")
 	}
+	sh(t, "ip", "-n", n.c, "addr", "add", internet+"/32", "dev", "eth0")
+	sh(t, "ip", "-n", n.outer, "route", "add", "11.99.4.0/24", "via", hostC)
 	sh(t, "ip", "-n", n.a, "addr", "add", metadata+"/32", "dev", "eth0")
 	sh(t, "ip", "-n", n.outer, "route", "add", metadata+"/32", "via", hostA)
 	sh(t, "ip", "-n", n.a, "-6", "addr", "add", hostA6+"/64", "dev", "eth0", "nodad")
@@ -70,6 +78,7 @@ func newTestNet(t *testing.T) *testNet {
 		{n.a, "tcp", hostA, "8080"}, {n.a, "tcp", hostA, "9090"}, {n.a, "udp", hostA, "5353"}, {n.a, "udp", hostA, "53"},
 		{n.a, "tcp", metadata, "80"}, {n.a, "tcp", "::", "8080"},
 		{n.b, "tcp", hostB, "8080"}, {n.b, "tcp", hostB, "9090"},
+		{n.c, "tcp", hostC, "8080"}, {n.c, "tcp", internet, "443"},
 		// The outer host's own listeners: its loopback, its address, any.
 		{n.outer, "tcp", "127.0.0.1", "7070"}, {n.outer, "tcp", outerA, "7071"}, {n.outer, "tcp", "0.0.0.0", "7072"},
 	} {
@@ -216,12 +225,18 @@ func TestNetworkEgressAllowList(t *testing.T) {
 	assert.Contains(t, got["udp "+hostA+" 5353"], "ok hello")
 	refusedFast(t, "A:8080 when only B and UDP to A are allowed", got["tcp "+hostA+" 8080"])
 
-	// 0.0.0.0/0 opens neither private networks nor the metadata address
-	// nor this host.
-	_, got = n.probeLines(t, []string{"0.0.0.0/0"}, "tcp "+hostA+" 8080", "tcp "+metadata+" 80", "tcp "+outerA+" 7071")
+	// 0.0.0.0/0 opens the internet, but neither private networks, nor the
+	// metadata address, nor this host, nor the host's own LAN.
+	_, got = n.probeLines(t, []string{"0.0.0.0/0"}, "tcp "+internet+" 443", "tcp "+hostA+" 8080", "tcp "+metadata+" 80",
+		"tcp "+outerA+" 7071", "tcp "+hostC+" 8080")
+	assert.Contains(t, got["tcp "+internet+" 443"], "ok hello")
+	delete(got, "tcp "+internet+" 443")
 	for k, v := range got {
 		refusedFast(t, k+" under 0.0.0.0/0", v)
 	}
+	// Named, the LAN's host is reachable.
+	_, got = n.probeLines(t, []string{hostC + ":8080"}, "tcp "+hostC+" 8080")
+	assert.Contains(t, got["tcp "+hostC+" 8080"], "ok hello")
 	assert.Empty(t, n.leftovers(t), "nothing of the jails is left in the host's namespace")
 }
 
@@ -250,32 +265,36 @@ func TestNetworkEgressHostname(t *testing.T) {
 	// name can be looked up beyond this machine.
 	dir := t.TempDir()
 	hosts, resolv := filepath.Join(dir, "hosts"), filepath.Join(dir, "resolv.conf")
-	require.NoError(t, os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+hostA+" svc-a.test\n"), 0o644))
+	require.NoError(t, os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+internet+" svc.test\n"+hostA+" private.test\n"+metadata+" meta.test\n"), 0o644))
 	require.NoError(t, os.WriteFile(resolv, []byte("nameserver 127.0.0.1\n"), 0o644))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	script := `mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && shift 2 && exec "$@"`
 	c := exec.CommandContext(ctx, "unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, resolv,
 		"nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--json", "--profile", "strict", "--ro-bind", binDir+":/probe",
-		"--net", "egress", "--allow", "svc-a.test:8080", "--", "sh", "-c", "cat /etc/hosts; ls /etc/resolv.conf; /probe/probe net tcp "+hostA+" 8080")
+		"--net", "egress", "--allow", "svc.test:443", "--", "sh", "-c", "cat /etc/hosts; ls /etc/resolv.conf; /probe/probe net tcp "+internet+" 443")
 	out, err := c.Output()
 	require.NoError(t, err)
 	var res jail.Result
 	require.NoError(t, json.Unmarshal(out, &res))
-	assert.Contains(t, res.Stdout, hostA+"\tsvc-a.test\n", "the name is pinned in the jail's /etc/hosts")
+	assert.Contains(t, res.Stdout, internet+"\tsvc.test\n", "the name is pinned in the jail's /etc/hosts")
 	assert.Contains(t, res.Stderr, "No such file", "no resolver in the jail")
 	assert.Contains(t, res.Stdout, "ok hello")
-	assert.Equal(t, []jail.AllowInfo{{Dest: "svc-a.test:8080", Resolved: []string{hostA + ":8080"}}}, res.Isolation.Network.Allow)
+	assert.Equal(t, []jail.AllowInfo{{Dest: "svc.test:443", Resolved: []string{internet + ":443"}}}, res.Isolation.Network.Allow)
 
-	// A name that does not resolve refuses the run, and makes nothing.
-	c = exec.CommandContext(ctx, "unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, resolv,
-		"nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--net", "egress", "--allow", "nothere.test", "--", "true")
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	err = c.Run()
-	require.Error(t, err)
-	assert.Equal(t, 125, c.ProcessState.ExitCode())
-	assert.Contains(t, errb.String(), `network.allow[0] "nothere.test"`)
+	// A name that does not resolve, or resolves to a private or the
+	// metadata address, refuses the run, and makes nothing.
+	for name, why := range map[string]string{"nothere.test": "does not resolve", "private.test": "10.0.0.0/8", "meta.test": "169.254.0.0/16"} {
+		c = exec.CommandContext(ctx, "unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", hosts, resolv,
+			"nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--net", "egress", "--allow", name, "--", "true")
+		var errb bytes.Buffer
+		c.Stderr = &errb
+		err = c.Run()
+		require.Error(t, err)
+		assert.Equal(t, 125, c.ProcessState.ExitCode())
+		assert.Contains(t, errb.String(), `network.allow[0] "`+name+`"`)
+		assert.Contains(t, errb.String(), why)
+	}
 	assert.Empty(t, n.leftovers(t))
 }
 
@@ -328,7 +347,8 @@ func TestNetworkEgressConcurrentAndKilled(t *testing.T) {
 	assert.Empty(t, n.leftovers(t))
 
 	// A jail killed with SIGKILL: its veth goes with its namespace; its
-	// table and lease are taken over and removed by the next run.
+	// table and lease stay until `jail check --clean` (or the next run
+	// that takes the lease) removes them.
 	c := exec.Command("nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--net", "egress", "--allow", hostA+":8080", "--", "sleep", "30")
 	require.NoError(t, c.Start())
 	require.Eventually(t, func() bool { return n.leftovers(t) != "" }, 10*time.Second, 20*time.Millisecond, "the jail's veth appears")
@@ -337,6 +357,11 @@ func TestNetworkEgressConcurrentAndKilled(t *testing.T) {
 	_ = c.Wait()
 	require.Eventually(t, func() bool { return !strings.Contains(n.in(t, n.outer, "ip", "-br", "link"), "jail") },
 		10*time.Second, 50*time.Millisecond, "the veth goes with the jail's namespace")
+	assert.Contains(t, n.leftovers(t), "table inet jail", "the dead jail's table is left")
+	clean := n.in(t, n.outer, jailBin, "check", "--clean")
+	assert.Regexp(t, `removed lease \d+ \(veth jail\d+, table inet jail\d+\)`, clean)
+	assert.Empty(t, n.leftovers(t))
+	assert.NotContains(t, n.in(t, n.outer, jailBin, "check", "--clean"), "lease", "nothing left to remove")
 	_, got := n.probeLines(t, []string{hostA + ":8080"}, "tcp "+hostA+" 8080")
 	assert.Contains(t, got["tcp "+hostA+" 8080"], "ok hello")
 	entries, _ := os.ReadDir("/run/jail/net")

@@ -39,8 +39,12 @@ type Dest struct {
 	// Prefix is the destination when it is an address or a CIDR.
 	Prefix netip.Prefix
 	// Host is the destination when it is a name; Prefix is then unset
-	// until the name is resolved (Resolved).
+	// until the name is resolved.
 	Host string
+	// FromName is the host name an address was resolved from: such an
+	// entry opens neither a special range, a network of the host's, nor
+	// the host itself.
+	FromName string
 	// PortFrom and PortTo bound the destination port, both 0 for any.
 	PortFrom, PortTo uint16
 }
@@ -147,7 +151,12 @@ func checkHostname(h string) error {
 	if name == "" || len(name) > 253 {
 		return fmt.Errorf("%q is not an address, a CIDR or a host name", h)
 	}
-	for _, label := range strings.Split(name, ".") {
+	labels := strings.Split(name, ".")
+	if last := strings.ToLower(labels[len(labels)-1]); strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") {
+		// 2130706433 or 0x7f.1: what some resolvers read as an address.
+		return fmt.Errorf("%q is not an address, a CIDR or a host name (a name's last label is not a number)", h)
+	}
+	for _, label := range labels {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return fmt.Errorf("%q is not an address, a CIDR or a host name", h)
 		}

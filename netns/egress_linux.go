@@ -38,18 +38,26 @@ func Acquire(size int) (*Lease, error) {
 		return nil, err
 	}
 	for i := 0; i < size; i++ {
-		l, stale, err := tryLease(i)
+		l, _, err := tryLease(i)
 		if err != nil {
 			return nil, err
 		}
 		if l == nil {
 			continue
 		}
-		if stale {
-			removeLeftovers(i)
+		// The names are ours while we hold the lease: whatever carries
+		// them is a dead holder's or was never cleaned up.
+		if err := removeLeftovers(i); err != nil {
+			l.keep()
+			return nil, fmt.Errorf("lease %d: %w", i, err)
 		}
-		if err := l.f.Truncate(0); err == nil {
+		err = l.f.Truncate(0)
+		if err == nil {
 			_, err = l.f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		}
+		if err != nil {
+			l.Release()
+			return nil, fmt.Errorf("lease %d: %w", i, err)
 		}
 		return l, nil
 	}
@@ -91,20 +99,82 @@ func (l *Lease) Release() {
 	l.f = nil
 }
 
+// keep lets the index go but leaves its file, with this process's pid, as
+// a dead holder's: what could not be removed is tried again by the next
+// holder or Prune.
+func (l *Lease) keep() {
+	if l == nil || l.f == nil {
+		return
+	}
+	l.f.Close()
+	l.f = nil
+}
+
+// leaseAlias marks the veths jail makes (ip link's "alias"): only a veth
+// with it is ever removed by name.
+const leaseAlias = "jail egress lease "
+
 // removeLeftovers removes what the holder of lease i left when it died
 // without removing it (SIGKILL): its table, and its veth host end if the
 // jail's namespace still holds it. Only a veth of that name is removed.
 // (NFT_TABLE_F_OWNER would let the kernel remove the table with its
 // socket, but google/nftables v0.3.0 sends no table flags.)
-func removeLeftovers(i int) {
+func removeLeftovers(i int) error {
 	name := HostIfPrefix + strconv.Itoa(i)
-	if link, err := netlink.LinkByName(name); err == nil && link.Type() == "veth" {
-		_ = netlink.LinkDel(link)
+	if link, err := netlink.LinkByName(name); err == nil {
+		if link.Type() != "veth" || !strings.HasPrefix(link.Attrs().Alias, leaseAlias) {
+			return fmt.Errorf("interface %s exists and is not one of jail's: rename it, or choose another network.pool", name)
+		}
+		if err := netlink.LinkDel(link); err != nil {
+			return fmt.Errorf("left-over veth %s: %w", name, err)
+		}
 	}
-	if conn, err := nftables.New(); err == nil {
-		conn.DelTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: name})
-		_ = conn.Flush() // ENOENT: none left
+	conn, err := nftables.New()
+	if err != nil {
+		return err
 	}
+	conn.DelTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: name})
+	if err := conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("left-over table inet %s: %w", name, err)
+	}
+	return nil
+}
+
+// Prune removes what egress jails that died without cleaning up left
+// (their leases, veth host ends and tables), and returns one line per
+// lease it took back. A lease whose holder is alive is left alone.
+func Prune() ([]string, error) {
+	entries, err := os.ReadDir(LeaseDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		n, ok := strings.CutPrefix(e.Name(), "lease-")
+		i, err := strconv.Atoi(n)
+		if !ok || err != nil || i < 0 {
+			continue
+		}
+		l, stale, err := tryLease(i)
+		if err != nil {
+			return removed, err
+		}
+		if l == nil {
+			continue // its jail runs
+		}
+		if stale {
+			if err := removeLeftovers(i); err != nil {
+				l.keep()
+				return removed, err
+			}
+			removed = append(removed, fmt.Sprintf("lease %d (veth %s%d, table inet %s%d)", i, HostIfPrefix, i, HostIfPrefix, i))
+		}
+		l.Release()
+	}
+	return removed, nil
 }
 
 // Link is an egress jail's network as built: the veth pair, the jail's
@@ -148,13 +218,26 @@ func Setup(e *Egress, lease *Lease, jailNS int) (_ *Link, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("veth %s: %w", e.HostIf, err)
 	}
+	if err := netlink.LinkSetAlias(host, leaseAlias+strconv.Itoa(e.Index)+" pid "+strconv.Itoa(os.Getpid())); err != nil {
+		return nil, fmt.Errorf("veth %s alias: %w", e.HostIf, err)
+	}
+	// Connection tracking of an earlier jail of this address must not
+	// carry over to this one (answers to its flows, its NAT bindings).
+	if err := flushConntrack(e.JailAddr); err != nil {
+		return nil, err
+	}
 	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: ipNet(e.HostAddr, e.Net.Bits())}); err != nil {
 		return nil, fmt.Errorf("address %s on %s: %w", e.HostAddr, e.HostIf, err)
 	}
 	// Forwarding for what comes in on this jail's end only; Linux
-	// forwards IPv4 by the input interface's setting.
+	// forwards IPv4 by the input interface's setting. No IPv6 on the
+	// host's end: nothing the jail sends (router advertisements, neighbour
+	// discovery) configures the host, whatever the rules.
 	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+e.HostIf+"/forwarding", []byte("1"), 0); err != nil {
 		return nil, fmt.Errorf("forwarding on %s: %w", e.HostIf, err)
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+e.HostIf+"/disable_ipv6", []byte("1"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("disable IPv6 on %s: %w", e.HostIf, err)
 	}
 	if err := l.loadRules(); err != nil {
 		return nil, err
@@ -192,6 +275,22 @@ func configureJail(e *Egress, jailNS int) error {
 	return nil
 }
 
+// flushConntrack removes the conntrack entries of flows to or from a.
+// Equivalent to: conntrack -D -s A; conntrack -D -d A.
+func flushConntrack(a netip.Addr) error {
+	var src, dst netlink.ConntrackFilter
+	if err := src.AddIP(netlink.ConntrackOrigSrcIP, a.AsSlice()); err != nil {
+		return err
+	}
+	if err := dst.AddIP(netlink.ConntrackOrigDstIP, a.AsSlice()); err != nil {
+		return err
+	}
+	if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, &src, &dst); err != nil {
+		return fmt.Errorf("conntrack entries of %s: %w", a, err)
+	}
+	return nil
+}
+
 func ipNet(a netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, a.BitLen())}
 }
@@ -219,14 +318,15 @@ func checkRoutes(e *Egress) error {
 		if !dst.Overlaps(e.Pool) {
 			continue
 		}
-		name, ok := linkName(r.LinkIndex)
-		if !ok {
+		link, err := netlink.LinkByIndex(r.LinkIndex)
+		if err != nil {
 			continue // its interface is gone: another jail's, ended meanwhile
 		}
+		name := link.Attrs().Name
 		if dst.Overlaps(e.Net) {
 			return fmt.Errorf("the jail's network %s overlaps the host's route to %s (dev %s): choose another network.pool", e.Net, dst, name)
 		}
-		if !strings.HasPrefix(name, HostIfPrefix) {
+		if !strings.HasPrefix(link.Attrs().Alias, leaseAlias) {
 			return fmt.Errorf("address pool %s overlaps the host's route to %s (dev %s): choose another network.pool", e.Pool, dst, name)
 		}
 	}
@@ -257,6 +357,30 @@ func checkRoutes(e *Egress) error {
 	return nil
 }
 
+// HostNets returns the IPv4 networks this host is on: the destinations of
+// its link-scope routes, but those of jail's own veths.
+func HostNets() ([]netip.Prefix, error) {
+	routes, err := netlink.RouteList(nil, unix.AF_INET)
+	if err != nil {
+		return nil, fmt.Errorf("routes: %w", err)
+	}
+	var nets []netip.Prefix
+	for _, r := range routes {
+		if r.Dst == nil || r.Scope != netlink.SCOPE_LINK {
+			continue
+		}
+		if l, err := netlink.LinkByIndex(r.LinkIndex); err != nil || strings.HasPrefix(l.Attrs().Alias, leaseAlias) {
+			continue
+		}
+		a, ok := netip.AddrFromSlice(r.Dst.IP)
+		ones, _ := r.Dst.Mask.Size()
+		if ok {
+			nets = append(nets, netip.PrefixFrom(a.Unmap(), ones).Masked())
+		}
+	}
+	return nets, nil
+}
+
 // linkName is the name of interface index; false when there is none.
 func linkName(index int) (string, bool) {
 	if l, err := netlink.LinkByIndex(index); err == nil {
@@ -272,7 +396,9 @@ func (l *Link) loadRules() error {
 		return fmt.Errorf("nftables: %w", err)
 	}
 	l.conn = conn
-	l.table = conn.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: l.e.HostIf})
+	// Exclusive: a table of that name left by anyone fails the run
+	// rather than have this jail's rules appended to its.
+	l.table = conn.CreateTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: l.e.HostIf})
 	chains := map[Chain]*nftables.Chain{}
 	policy := nftables.ChainPolicyAccept
 	for _, c := range []struct {
@@ -314,10 +440,14 @@ func exprs(r Rule) []expr.Any {
 		}
 		cmp(op, ifname(r.OIF))
 	}
-	if r.Established {
+	if r.Established || r.EstablishedOnly {
+		state := uint32(expr.CtStateBitESTABLISHED)
+		if r.Established {
+			state |= expr.CtStateBitRELATED
+		}
 		x = append(x, &expr.Ct{Register: 1, Key: expr.CtKeySTATE},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
-				Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED), Xor: make([]byte, 4)})
+				Mask: binaryutil.NativeEndian.PutUint32(state), Xor: make([]byte, 4)})
 		cmp(expr.CmpOpNeq, make([]byte, 4))
 	}
 	if r.SAddr.IsValid() || r.NotSAddr.IsValid() || r.DAddr.IsValid() {
@@ -413,30 +543,41 @@ func (l *Link) Counters() (Counters, error) {
 }
 
 // Close removes the veth pair (if the jail's namespace has not taken it
-// already) and the table, and releases the lease.
+// already), the table and the jail address's conntrack entries, and
+// releases the lease; if something could not be removed, the lease is
+// left as a dead holder's, for the next holder or Prune to finish.
 func (l *Link) Close() error {
 	err := l.remove()
+	if err == nil {
+		err = flushConntrack(l.e.JailAddr)
+	}
+	if err != nil {
+		l.lease.keep()
+		return err
+	}
 	l.lease.Release()
-	return err
+	return nil
 }
 
+// remove takes the veth away first, then the rules: never is the veth up
+// without them.
 func (l *Link) remove() error {
 	var errs []error
-	if l.conn != nil {
-		l.conn.DelTable(l.table)
-		if err := l.conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("nftables table %s: %w", l.e.HostIf, err))
-		}
-		_ = l.conn.CloseLasting()
-		l.conn = nil
-	}
 	if l.veth {
 		if link, err := netlink.LinkByName(l.e.HostIf); err == nil && link.Type() == "veth" {
 			if err := netlink.LinkDel(link); err != nil {
 				errs = append(errs, fmt.Errorf("veth %s: %w", l.e.HostIf, err))
 			}
 		}
-		l.veth = false
+		l.veth = len(errs) > 0
+	}
+	if l.conn != nil && len(errs) == 0 {
+		l.conn.DelTable(l.table)
+		if err := l.conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("nftables table %s: %w", l.e.HostIf, err))
+		}
+		_ = l.conn.CloseLasting()
+		l.conn = nil
 	}
 	return errors.Join(errs...)
 }

@@ -2,7 +2,10 @@
 
 package netns
 
-import "errors"
+import (
+	"errors"
+	"net/netip"
+)
 
 var errNotLinux = errors.New("egress networks need Linux")
 
@@ -26,3 +29,9 @@ func (*Link) Counters() (Counters, error) { return Counters{}, errNotLinux }
 
 // Close does nothing.
 func (*Link) Close() error { return nil }
+
+// Prune does nothing.
+func Prune() ([]string, error) { return nil, nil }
+
+// HostNets reports that egress networks need Linux.
+func HostNets() ([]netip.Prefix, error) { return nil, errNotLinux }

@@ -57,6 +57,10 @@ type Egress struct {
 	HostIf string
 	// Allow is the allow-list, every entry with its address(es).
 	Allow []Dest
+	// HostNets are the networks this host is on (its connected routes):
+	// refused like the special ranges unless an entry lies inside one, so
+	// 0.0.0.0/0 does not open the host's own LAN.
+	HostNets []netip.Prefix
 	// Rules are the host's rules, in chain order.
 	Rules []Rule
 }
@@ -94,8 +98,9 @@ type Rule struct {
 	// IIF and OIF match the input or output interface; NotOIF inverts OIF.
 	IIF, OIF string
 	NotOIF   bool
-	// Established matches ct state established,related.
-	Established bool
+	// Established matches ct state established,related;
+	// EstablishedOnly ct state established.
+	Established, EstablishedOnly bool
 	// NotSAddr matches IPv4 packets whose source is not this address;
 	// SAddr those whose source is.
 	NotSAddr, SAddr netip.Addr
@@ -129,10 +134,10 @@ const (
 )
 
 // Plan works out the network of the egress jail with lease index in
-// pool, with allow already resolved (every Dest has its Prefix). It
-// refuses IPv6 entries: the jail has no IPv6 route, and the host rejects
-// every IPv6 packet it sends.
-func Plan(pool netip.Prefix, index int, allow []Dest) (*Egress, error) {
+// pool, with allow already resolved (every Dest has its Prefix), on a host
+// connected to hostNets. It refuses IPv6 entries: the jail has no IPv6
+// route, and the host rejects every IPv6 packet it sends.
+func Plan(pool netip.Prefix, index int, allow []Dest, hostNets []netip.Prefix) (*Egress, error) {
 	if !pool.Addr().Is4() || pool != pool.Masked() || pool.Bits() > 30 {
 		return nil, fmt.Errorf("address pool %s: want an IPv4 network of /30 or larger", pool)
 	}
@@ -155,6 +160,11 @@ func Plan(pool netip.Prefix, index int, allow []Dest) (*Egress, error) {
 		}
 	}
 	e.Allow = allow
+	for _, n := range hostNets {
+		if n.Addr().Is4() && !n.Overlaps(pool) {
+			e.HostNets = append(e.HostNets, n.Masked())
+		}
+	}
 	e.Rules = e.rules()
 	return e, nil
 }
@@ -169,8 +179,20 @@ func PoolSize(pool netip.Prefix) int {
 
 // explicit reports whether d names an address inside special range r (or
 // r itself or a part of it): then it is allowed, ahead of r's rejection.
+// An address a host name resolved to never is: a DNS answer must not open
+// the metadata address or a private network.
 func explicit(d Dest, r netip.Prefix) bool {
-	return r.Bits() <= d.Prefix.Bits() && r.Contains(d.Prefix.Addr())
+	return d.FromName == "" && r.Bits() <= d.Prefix.Bits() && r.Contains(d.Prefix.Addr())
+}
+
+// SpecialRange returns the special range a lies in, if any.
+func SpecialRange(a netip.Addr) (netip.Prefix, bool) {
+	for _, r := range specialRanges {
+		if r.Contains(a) {
+			return r, true
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 func (e *Egress) rules() []Rule {
@@ -188,27 +210,32 @@ func (e *Egress) rules() []Rule {
 		{Chain: Forward, OIF: j, Verdict: Drop},
 		// A forged source address goes no further.
 		{Chain: Forward, IIF: j, NotSAddr: e.JailAddr, Counter: true, Name: CountDenied, Verdict: Drop},
-		{Chain: Forward, IIF: j, Established: true, Verdict: Accept},
 		// Other jails, whatever the list says.
 		{Chain: Forward, IIF: j, DAddr: e.Pool, Counter: true, Name: CountDenied, Verdict: Reject},
 	}
-	// Entries inside a special range, then the special ranges, then the
-	// rest: 0.0.0.0/0 opens the internet, not the private networks.
+	// What the jail sends is judged by the list alone, never by
+	// connection state: no state it did not make itself (a conntrack
+	// entry of an earlier jail of its address, an expectation of a
+	// conntrack helper) opens anything. Entries inside a special range or
+	// a network of the host's come first, then those ranges are refused,
+	// then the rest: 0.0.0.0/0 opens the internet, not the private
+	// networks.
+	guarded := append(append([]netip.Prefix{}, specialRanges...), e.HostNets...)
 	for _, d := range e.Allow {
-		for _, r := range specialRanges {
+		for _, r := range guarded {
 			if explicit(d, r) {
 				rs = append(rs, allow(Forward, d))
 				break
 			}
 		}
 	}
-	for _, r := range specialRanges {
+	for _, r := range guarded {
 		rs = append(rs, Rule{Chain: Forward, IIF: j, DAddr: r, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
 			Rule{Chain: Forward, IIF: j, DAddr: r, Counter: true, Name: CountDenied, Verdict: Reject})
 	}
 	for _, d := range e.Allow {
 		special := false
-		for _, r := range specialRanges {
+		for _, r := range guarded {
 			special = special || explicit(d, r)
 		}
 		if !special {
@@ -223,11 +250,12 @@ func (e *Egress) rules() []Rule {
 		// address; never another jail's end.
 		Rule{Chain: Input, IIF: j, Counter: true, Name: CountOut},
 		Rule{Chain: Input, IIF: j, NotSAddr: e.JailAddr, Counter: true, Name: CountDenied, Verdict: Drop},
-		Rule{Chain: Input, IIF: j, Established: true, Verdict: Accept},
+		// Answers to what this host opened towards the jail.
+		Rule{Chain: Input, IIF: j, EstablishedOnly: true, Verdict: Accept},
 		Rule{Chain: Input, IIF: j, DAddr: e.Pool, Counter: true, Name: CountDenied, Verdict: Reject},
 	)
 	for _, d := range e.Allow {
-		if d.Prefix.IsSingleIP() {
+		if d.Prefix.IsSingleIP() && d.FromName == "" {
 			rs = append(rs, allow(Input, d))
 		}
 	}
@@ -279,6 +307,9 @@ func (r Rule) String() string {
 	if r.Established {
 		w = append(w, "ct state established,related")
 	}
+	if r.EstablishedOnly {
+		w = append(w, "ct state established")
+	}
 	if r.SAddr.IsValid() {
 		w = append(w, "ip saddr "+r.SAddr.String())
 	}
@@ -319,7 +350,15 @@ func prefixString(p netip.Prefix) string {
 	return p.String()
 }
 
-// ParsePool parses an address pool.
+// privatePools are where a pool may lie: addresses no one on the
+// internet has, so a pool never captures the host's own traffic.
+var privatePools = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("100.64.0.0/10"),
+}
+
+// ParsePool parses an address pool: an IPv4 network of /8 to /30 inside
+// 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10.
 func ParsePool(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
@@ -328,5 +367,10 @@ func ParsePool(s string) (netip.Prefix, error) {
 	if !p.Addr().Is4() || p != p.Masked() || p.Bits() > 30 || p.Bits() < 8 {
 		return netip.Prefix{}, fmt.Errorf("want an IPv4 network from /8 to /30 (its address with no host bits, e.g. %s)", DefaultPool)
 	}
-	return p, nil
+	for _, r := range privatePools {
+		if r.Bits() <= p.Bits() && r.Contains(p.Addr()) {
+			return p, nil
+		}
+	}
+	return netip.Prefix{}, errors.New("want a private network: inside 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16 or 100.64.0.0/10")
 }

@@ -40,7 +40,7 @@ func TestParseDest(t *testing.T) {
 	}
 	for _, in := range []string{"", "udp/", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:80-70", "10.0.0.1:x",
 		"10.0.0.1/33", "10.0.0.1/8", "[::1", "[::1]x", "fe80::1%eth0", "-bad.example", "a..b", "under_score.example",
-		"10.0.0.1:", "host:1:2"} {
+		"10.0.0.1:", "host:1:2", "2130706433", "0x7f.1", "a.123"} {
 		_, err := ParseDest(in)
 		assert.Error(t, err, "%q", in)
 	}
@@ -54,24 +54,24 @@ func mustDest(t *testing.T, s string) Dest {
 
 func TestPlanAddresses(t *testing.T) {
 	pool := netip.MustParsePrefix(DefaultPool)
-	e, err := Plan(pool, 0, nil)
+	e, err := Plan(pool, 0, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "10.213.0.0/30", e.Net.String())
 	assert.Equal(t, "10.213.0.1", e.HostAddr.String())
 	assert.Equal(t, "10.213.0.2", e.JailAddr.String())
 	assert.Equal(t, "jail0", e.HostIf)
-	e, err = Plan(pool, PoolSize(pool)-1, nil)
+	e, err = Plan(pool, PoolSize(pool)-1, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "10.213.255.252/30", e.Net.String())
 	assert.Equal(t, "jail16383", e.HostIf)
 	assert.LessOrEqual(t, len(e.HostIf), 15, "IFNAMSIZ")
-	_, err = Plan(pool, PoolSize(pool), nil)
+	_, err = Plan(pool, PoolSize(pool), nil, nil)
 	assert.Error(t, err)
-	_, err = Plan(netip.MustParsePrefix("10.0.0.0/31"), 0, nil)
+	_, err = Plan(netip.MustParsePrefix("10.0.0.0/31"), 0, nil, nil)
 	assert.Error(t, err)
-	_, err = Plan(pool, 0, []Dest{mustDest(t, "[2001:db8::1]:443")})
+	_, err = Plan(pool, 0, []Dest{mustDest(t, "[2001:db8::1]:443")}, nil)
 	assert.ErrorContains(t, err, "IPv6")
-	_, err = Plan(pool, 0, []Dest{mustDest(t, "example.com")})
+	_, err = Plan(pool, 0, []Dest{mustDest(t, "example.com")}, nil)
 	assert.ErrorContains(t, err, "not resolved")
 }
 
@@ -79,7 +79,7 @@ func TestParsePool(t *testing.T) {
 	p, err := ParsePool("10.50.0.0/20")
 	require.NoError(t, err)
 	assert.Equal(t, 1024, PoolSize(p))
-	for _, bad := range []string{"", "10.50.0.1/20", "10.0.0.0/31", "2001:db8::/64", "10.0.0.0/7", "x"} {
+	for _, bad := range []string{"", "10.50.0.1/20", "10.0.0.0/31", "2001:db8::/64", "10.0.0.0/7", "x", "1.1.1.0/24", "10.0.0.0/8x"} {
 		_, err := ParsePool(bad)
 		assert.Error(t, err, bad)
 	}
@@ -93,7 +93,10 @@ func TestRuleset(t *testing.T) {
 	for _, s := range []string{"93.184.215.14:443", "10.1.2.3:8080", "udp/192.0.2.53:53", "0.0.0.0/0", "10.9.0.0/16:22-23"} {
 		allow = append(allow, mustDest(t, s))
 	}
-	e, err := Plan(netip.MustParsePrefix(DefaultPool), 7, allow)
+	named := mustDest(t, "192.168.1.9:80") // as if resolved from a name: opens no private range
+	named.FromName = "svc.example"
+	allow = append(allow, named)
+	e, err := Plan(netip.MustParsePrefix(DefaultPool), 7, allow, []netip.Prefix{netip.MustParsePrefix("198.51.7.0/24"), netip.MustParsePrefix("10.213.0.0/30")})
 	require.NoError(t, err)
 	got := e.Ruleset()
 	golden := "testdata/ruleset.nft"
@@ -111,6 +114,13 @@ func TestRuleset(t *testing.T) {
 	assert.True(t, i10 > 0 && iReject > i10 && iAll > iReject, "order: explicit private, private rejected, the rest")
 	// Another jail is rejected before any entry.
 	assert.Less(t, strings.Index(got, "ip daddr 10.213.0.0/16"), i10)
+	// The host's network is refused like a private one; a resolved
+	// address comes after the refusals, and never opens this host.
+	assert.Less(t, strings.Index(got, "ip daddr 198.51.7.0/24 meta l4proto tcp"), iAll)
+	assert.Greater(t, strings.Index(got, "ip daddr 192.168.1.9 tcp dport 80 accept"), iReject)
+	assert.Equal(t, 1, strings.Count(got, "192.168.1.9"), "not in the input chain")
+	// What the jail sends is never accepted by connection state.
+	assert.NotContains(t, got, `iifname "jail7" ct state established,related`)
 
 	nft, err := exec.LookPath("nft")
 	if err != nil {

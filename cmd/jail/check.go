@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/hostcheck"
+	"github.com/jailrt/jail/netns"
 )
 
 func newCheckCommand(stdout io.Writer) *cobra.Command {
@@ -23,12 +25,20 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 		Long: "check probes the kernel features jail uses, for the calling user, without changing anything,\n" +
 			"and prints a verdict per feature (ok, warn, missing) with a fix for what is not ok.\n" +
 			"It exits 1 when a feature jail needs is missing.\n" +
-			"--clean removes instead the cgroups of jail runs whose jail process died without removing\n" +
-			"them (kill -9), and prints each one.",
+			"--clean removes instead what jail runs whose jail process died without cleaning up (kill -9)\n" +
+			"left: their cgroups, and the leases, veth host ends and nftables tables of egress jails;\n" +
+			"it prints each one.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if clean {
 				removed, err := cgroup.Prune(cgroup.Options{Parent: cgroupParent})
+				for _, d := range removed {
+					fmt.Fprintln(stdout, "removed", d)
+				}
+				if err != nil || os.Geteuid() != 0 {
+					return err // leases are root's
+				}
+				removed, err = netns.Prune()
 				for _, d := range removed {
 					fmt.Fprintln(stdout, "removed", d)
 				}
@@ -60,7 +70,7 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdicts as a JSON array")
-	cmd.Flags().BoolVar(&clean, "clean", false, "remove the cgroups that killed jail runs left behind, instead of checking")
+	cmd.Flags().BoolVar(&clean, "clean", false, "remove the cgroups and egress networks that killed jail runs left behind, instead of checking")
 	cmd.Flags().StringVar(&cgroupParent, "cgroup-parent", "", "with --clean: look under `CGROUP` (as jail run --cgroup-parent) instead of jail's own cgroup")
 	return cmd
 }

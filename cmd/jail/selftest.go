@@ -28,6 +28,7 @@ import (
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/netns"
 )
 
 // selftestProbePath is where jail's own binary is bound in each jail: /tmp
@@ -612,7 +613,11 @@ func selftestProbes(h *selftestHost) []selftestProbe {
 			name: "network_reach",
 			ops:  []string{"read", "/proc/net/dev", "connect-lo", strconv.Itoa(h.port)},
 			judge: func(r probeRun) []selftestRow {
-				return []selftestRow{judgeReach(r, h), judgeInterfaces(r, disabled("net"))}
+				mode := spec.Network.Mode
+				if disabled("net") {
+					mode = jail.NetworkHost
+				}
+				return []selftestRow{judgeReach(r, h), judgeInterfaces(r, mode)}
 			},
 		},
 		{
@@ -739,8 +744,9 @@ func judgeReach(r probeRun, h *selftestHost) selftestRow {
 	return refusedRow("network_reach", []attempt{{"connect to selftest's listener on the host's " + addr, refused, how}}, err)
 }
 
-// judgeInterfaces: the jail's network namespace has only lo.
-func judgeInterfaces(r probeRun, sharedNet bool) selftestRow {
+// judgeInterfaces: the jail's network namespace has only lo, or lo and
+// the veth of an egress network (mode).
+func judgeInterfaces(r probeRun, mode string) selftestRow {
 	a, ok := r.answer("read /proc/net/dev")
 	if !ok || a.Err != "" {
 		err := errors.New("reading /proc/net/dev: " + a.Err)
@@ -757,10 +763,12 @@ func judgeInterfaces(r probeRun, sharedNet bool) selftestRow {
 	}
 	list := strings.Join(names, ", ")
 	switch {
-	case len(names) == 1 && names[0] == "lo" && !sharedNet:
+	case mode == jail.NetworkHost:
+		return selftestRow{Name: "network_interfaces", Result: verdictWarn, Detail: "the jail shares the host's network (--net host): " + list}
+	case len(names) == 1 && names[0] == "lo":
 		return selftestRow{Name: "network_interfaces", Result: verdictPass, Detail: "lo only"}
-	case sharedNet:
-		return selftestRow{Name: "network_interfaces", Result: verdictWarn, Detail: "the jail shares the host's network (--no-netns): " + list}
+	case mode == jail.NetworkEgress && list == "lo, "+netns.JailIf:
+		return selftestRow{Name: "network_interfaces", Result: verdictPass, Detail: "lo and " + netns.JailIf + ", the egress veth, whose rules are on the host's end"}
 	default:
 		return selftestRow{Name: "network_interfaces", Result: verdictFail, Detail: "interfaces besides lo: " + list}
 	}

@@ -182,20 +182,23 @@ func TestIsolationRow(t *testing.T) {
 func TestJudgeInterfaces(t *testing.T) {
 	const header = "Inter-|   Receive   |  Transmit\n face |bytes    packets|bytes    packets\n"
 	tests := []struct {
-		name      string
-		netDev    string
-		sharedNet bool
-		want      string
+		name   string
+		netDev string
+		mode   string
+		want   string
 	}{
-		{"lo only", header + "    lo: 0 0 0\n", false, verdictPass},
-		{"host interfaces", header + "    lo: 0 0 0\n  eth0: 1 2 3\n", false, verdictFail},
-		{"shared as asked", header + "    lo: 0 0 0\n  eth0: 1 2 3\n", true, verdictWarn},
+		{"lo only", header + "    lo: 0 0 0\n", "", verdictPass},
+		{"host interfaces", header + "    lo: 0 0 0\n  eth0: 1 2 3\n", "", verdictFail},
+		{"host interfaces, mode none", header + "    lo: 0 0 0\n  eth0: 1 2 3\n", "none", verdictFail},
+		{"shared as asked", header + "    lo: 0 0 0\n  eth0: 1 2 3\n", "host", verdictWarn},
+		{"egress veth", header + "    lo: 0 0 0\n  eth0: 1 2 3\n", "egress", verdictPass},
+		{"egress with more", header + "    lo: 0 0 0\n  eth0: 1 2 3\n  eth1: 1 2 3\n", "egress", verdictFail},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := probeRun{res: exited(0), ops: []string{"read /proc/net/dev"},
 				answers: []probeAnswer{{Op: "read /proc/net/dev", Value: tt.netDev}}}
-			row := judgeInterfaces(r, tt.sharedNet)
+			row := judgeInterfaces(r, tt.mode)
 			assert.Equal(t, tt.want, row.Result, row.Detail)
 		})
 	}
