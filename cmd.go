@@ -101,6 +101,7 @@ type Cmd struct {
 	seccomp         []nsexec.Msg  // MsgSeccomp events
 	cg              *cgroup.Group // the run's cgroup, when the Spec has limits
 	net             *netns.Link   // an egress jail's veth, addresses and rules
+	netStats        *NetworkStats // its counters, read as it ended
 	killReason      Status        // timed_out or canceled, once the jail is being killed
 	group           int           // the workload's process group, when the jail shares our PID namespace
 	killSent        bool          // the caller sent SIGKILL with Signal

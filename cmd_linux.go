@@ -2,6 +2,8 @@ package jail
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -220,7 +222,12 @@ func (c *Cmd) setupNetwork() error {
 	if err != nil {
 		return err
 	}
-	e, err := netns.Plan(c.l.pool, lease.Index, c.l.egress, hostNets)
+	var mark [4]byte
+	if _, err := rand.Read(mark[:]); err != nil {
+		lease.Release()
+		return err
+	}
+	e, err := netns.Plan(c.l.pool, lease.Index, c.l.egress, hostNets, binary.NativeEndian.Uint32(mark[:])|1)
 	if err != nil {
 		lease.Release()
 		return err
@@ -240,6 +247,28 @@ func (c *Cmd) setupNetwork() error {
 	c.l.iso.Network.Address = e.JailAddr.String()
 	c.log().Debug("network", "host_if", e.HostIf, "address", e.JailAddr)
 	return nil
+}
+
+// finishNetwork reads an egress jail's counters and removes its rules
+// once nothing of its workload is left: PID 1 has reported it exited,
+// after killing and reaping every other process of its PID namespace
+// (egress needs one), or PID 1 is reaped. At EXITED this runs while PID 1
+// exits, before the kernel tears the namespace and its veth down, which
+// holds the nftables lock for an RCU grace period (10 ms here).
+func (c *Cmd) finishNetwork() {
+	if c.net == nil {
+		return
+	}
+	if n, err := c.net.Counters(); err == nil {
+		c.netStats = &NetworkStats{BytesOut: int64(n.BytesOut), PacketsOut: int64(n.PacketsOut), BytesIn: int64(n.BytesIn),
+			PacketsIn: int64(n.PacketsIn), Denied: int64(n.Denied)}
+	} else {
+		c.log().Warn("network counters", "err", err)
+	}
+	if err := c.net.CloseAfterExit(); err != nil {
+		c.log().Warn("network teardown", "err", err)
+	}
+	c.net = nil
 }
 
 // closeNetwork removes an egress jail's network, if it has one.
@@ -606,6 +635,9 @@ func (c *Cmd) watch() {
 		switch m.Type {
 		case nsexec.MsgExited:
 			c.exited, c.end = &m, time.Now()
+			c.mu.Unlock()
+			c.finishNetwork()
+			c.mu.Lock()
 			c.log().Debug("exited", "after_go", c.end.Sub(c.begin))
 		case nsexec.MsgExecError:
 			c.execErr, c.end = &m, time.Now()
@@ -805,15 +837,8 @@ func (c *Cmd) Wait() error {
 		// Not the stage's own rusage: see nsexec.Msg.Index.
 		r.MaxRSSBytes = int64(c.exited.Index) * 1024
 	}
-	if c.net != nil {
-		if n, err := c.net.Counters(); err == nil {
-			r.Network = &NetworkStats{BytesOut: int64(n.BytesOut), PacketsOut: int64(n.PacketsOut), BytesIn: int64(n.BytesIn),
-				PacketsIn: int64(n.PacketsIn), Denied: int64(n.Denied)}
-		} else {
-			c.log().Warn("network counters", "err", err)
-		}
-		c.closeNetwork()
-	}
+	c.finishNetwork() // if EXITED did not come: PID 1 is reaped now
+	r.Network = c.netStats
 	oomKilled := false
 	if c.cg != nil {
 		t0 := time.Now()

@@ -6,7 +6,7 @@
 #   egress   jail run --profile strict --net egress --allow 10.99.9.2:80 -- /bin/true
 #
 # interleaved (bench/cmd/benchrun), "none" the base. Everything runs in a
-# network namespace this script makes (with a dummy interface towards
+# network namespace this script makes (with a veth pair towards
 # 10.99.9.0/24 that forwards), so the veths and tables egress jails make
 # never touch this machine's own network; no packet is sent. Root only.
 #
@@ -20,7 +20,8 @@ ns="jail-bench-$$"
 ip netns add "$ns"
 trap 'ip netns del "$ns"; rm -rf "$tmp"' EXIT
 ip -n "$ns" link set lo up
-ip -n "$ns" link add uplink type dummy
+ip -n "$ns" link add uplink type veth peer name uplink-peer
+ip -n "$ns" link set uplink-peer up
 ip -n "$ns" addr add 10.99.9.1/24 dev uplink
 ip -n "$ns" link set uplink up
 nsenter --net="/run/netns/$ns" sh -c 'echo 1 > /proc/sys/net/ipv4/conf/uplink/forwarding'

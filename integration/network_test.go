@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -130,7 +131,8 @@ func (n *testNet) run(t *testing.T, args ...string) (jail.Result, result) {
 }
 
 // leftovers lists what egress jails leave in the outer namespace: jail*
-// interfaces and tables.
+// interfaces, and chains and map elements of theirs in the shared table
+// (the table itself, with its base chains and empty maps, stays).
 func (n *testNet) leftovers(t *testing.T) string {
 	t.Helper()
 	var left []string
@@ -140,11 +142,23 @@ func (n *testNet) leftovers(t *testing.T) string {
 		}
 	}
 	if nft, err := exec.LookPath("nft"); err == nil {
-		if rules := strings.TrimSpace(n.in(t, n.outer, nft, "list", "tables")); rules != "" {
-			left = append(left, rules)
-		}
+		out, _ := exec.Command("nsenter", "--net=/run/netns/"+n.outer, nft, "list", "table", "inet", "jail").CombinedOutput()
+		left = append(left, regexp.MustCompile(`chain jail\d+-[a-z-]+|"jail\d+"`).FindAllString(string(out), -1)...)
 	}
 	return strings.Join(left, "; ")
+}
+
+// requireNoLeftovers waits for the jails' veths to go with their
+// namespaces (the kernel removes them after the run: an explicit delete
+// would cost the run an RCU grace period) and requires that nothing of
+// them is left: no veth, no table, no lease.
+func (n *testNet) requireNoLeftovers(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { return n.leftovers(t) == "" }, 5*time.Second, 20*time.Millisecond, "left: %s", n.leftovers(t))
+	entries, _ := os.ReadDir("/run/jail/net")
+	for _, e := range entries {
+		assert.Fail(t, "a lease is left", e.Name())
+	}
 }
 
 // probeLines runs the probe's net commands in one egress jail and
@@ -237,7 +251,7 @@ func TestNetworkEgressAllowList(t *testing.T) {
 	// Named, the LAN's host is reachable.
 	_, got = n.probeLines(t, []string{hostC + ":8080"}, "tcp "+hostC+" 8080")
 	assert.Contains(t, got["tcp "+hostC+" 8080"], "ok hello")
-	assert.Empty(t, n.leftovers(t), "nothing of the jails is left in the host's namespace")
+	n.requireNoLeftovers(t)
 }
 
 func TestNetworkEgressJailCannotChangeIt(t *testing.T) {
@@ -295,7 +309,7 @@ func TestNetworkEgressHostname(t *testing.T) {
 		assert.Contains(t, errb.String(), `network.allow[0] "`+name+`"`)
 		assert.Contains(t, errb.String(), why)
 	}
-	assert.Empty(t, n.leftovers(t))
+	n.requireNoLeftovers(t)
 }
 
 func TestNetworkEgressConcurrentAndKilled(t *testing.T) {
@@ -344,7 +358,7 @@ func TestNetworkEgressConcurrentAndKilled(t *testing.T) {
 	}
 	_ = server.Wait() // its timeout ends it
 	assert.Equal(t, 124, server.ProcessState.ExitCode())
-	assert.Empty(t, n.leftovers(t))
+	n.requireNoLeftovers(t)
 
 	// A jail killed with SIGKILL: its veth goes with its namespace; its
 	// table and lease stay until `jail check --clean` (or the next run
@@ -357,10 +371,10 @@ func TestNetworkEgressConcurrentAndKilled(t *testing.T) {
 	_ = c.Wait()
 	require.Eventually(t, func() bool { return !strings.Contains(n.in(t, n.outer, "ip", "-br", "link"), "jail") },
 		10*time.Second, 50*time.Millisecond, "the veth goes with the jail's namespace")
-	assert.Contains(t, n.leftovers(t), "table inet jail", "the dead jail's table is left")
+	assert.Contains(t, n.leftovers(t), "chain jail", "the dead jail's chains are left")
 	clean := n.in(t, n.outer, jailBin, "check", "--clean")
-	assert.Regexp(t, `removed lease \d+ \(veth jail\d+, table inet jail\d+\)`, clean)
-	assert.Empty(t, n.leftovers(t))
+	assert.Regexp(t, `removed lease \d+ \(veth jail\d+, chains jail\d+-\* of table inet jail\)`, clean)
+	n.requireNoLeftovers(t)
 	assert.NotContains(t, n.in(t, n.outer, jailBin, "check", "--clean"), "lease", "nothing left to remove")
 	_, got := n.probeLines(t, []string{hostA + ":8080"}, "tcp "+hostA+" 8080")
 	assert.Contains(t, got["tcp "+hostA+" 8080"], "ok hello")

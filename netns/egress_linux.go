@@ -3,12 +3,14 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -30,15 +32,20 @@ type Lease struct {
 	path  string
 }
 
-// Acquire takes the lowest free lease index below size. An index whose
-// file is left by a process that died is taken over, and what that
-// process left (its veth host end) is removed first.
+// Acquire takes a free lease index below size, looking from a random one:
+// the index a jail just gave back may still have its veth, which the
+// kernel removes with that jail's namespace shortly after, and taking it
+// over would mean deleting it and waiting for that (about 20 ms). An index
+// whose file is left by a process that died is taken over, and what that
+// process left is removed first.
 func Acquire(size int) (*Lease, error) {
 	if err := os.MkdirAll(LeaseDir, 0o700); err != nil {
 		return nil, err
 	}
-	for i := 0; i < size; i++ {
-		l, _, err := tryLease(i)
+	start := rand.IntN(size)
+	for k := 0; k < size; k++ {
+		i := (start + k) % size
+		l, stale, err := tryLease(i)
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +54,7 @@ func Acquire(size int) (*Lease, error) {
 		}
 		// The names are ours while we hold the lease: whatever carries
 		// them is a dead holder's or was never cleaned up.
-		if err := removeLeftovers(i); err != nil {
+		if err := removeLeftovers(i, stale); err != nil {
 			l.keep()
 			return nil, fmt.Errorf("lease %d: %w", i, err)
 		}
@@ -119,30 +126,46 @@ const leaseAlias = "jail egress lease "
 // jail's namespace still holds it. Only a veth of that name is removed.
 // (NFT_TABLE_F_OWNER would let the kernel remove the table with its
 // socket, but google/nftables v0.3.0 sends no table flags.)
-func removeLeftovers(i int) error {
+func removeLeftovers(i int, stale bool) error {
 	name := HostIfPrefix + strconv.Itoa(i)
 	if link, err := netlink.LinkByName(name); err == nil {
 		if link.Type() != "veth" || !strings.HasPrefix(link.Attrs().Alias, leaseAlias) {
 			return fmt.Errorf("interface %s exists and is not one of jail's: rename it, or choose another network.pool", name)
 		}
-		if err := netlink.LinkDel(link); err != nil {
+		if err := netlink.LinkDel(link); err != nil && !errors.As(err, new(netlink.LinkNotFoundError)) && !errors.Is(err, unix.ENODEV) {
 			return fmt.Errorf("left-over veth %s: %w", name, err)
 		}
 	}
-	conn, err := nftables.New()
-	if err != nil {
-		return err
+	if !stale {
+		return nil // a holder that ended well took its chains away
 	}
-	conn.DelTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: name})
-	if err := conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("left-over table inet %s: %w", name, err)
-	}
-	return nil
+	return withNft(func(conn *nftables.Conn) error {
+		e := &Egress{HostIf: name}
+		if _, err := conn.ListTableOfFamily(TableName, nftables.TableFamilyINet); err != nil {
+			return nil // no table: nothing of it left
+		}
+		if err := removeRules(conn, e); err == nil || !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		// Some of them are gone: remove the rest one at a time.
+		for _, d := range Dispatches {
+			_ = conn.SetDeleteElements(dispatchMap(d), []nftables.SetElement{{Key: ifname(name)}})
+			_ = conn.Flush()
+		}
+		for _, d := range Dispatches {
+			conn.DelChain(&nftables.Chain{Name: e.ChainName(d.Chain), Table: table})
+			if err := conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("left-over chain %s: %w", e.ChainName(d.Chain), err)
+			}
+		}
+		return nil
+	})
 }
 
 // Prune removes what egress jails that died without cleaning up left
-// (their leases, veth host ends and tables), and returns one line per
-// lease it took back. A lease whose holder is alive is left alone.
+// (their leases, veth host ends, chains and map elements), and returns one
+// line per lease it took back. A lease whose holder is alive is left
+// alone, and so is the shared table.
 func Prune() ([]string, error) {
 	entries, err := os.ReadDir(LeaseDir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -166,11 +189,11 @@ func Prune() ([]string, error) {
 			continue // its jail runs
 		}
 		if stale {
-			if err := removeLeftovers(i); err != nil {
+			if err := removeLeftovers(i, true); err != nil {
 				l.keep()
 				return removed, err
 			}
-			removed = append(removed, fmt.Sprintf("lease %d (veth %s%d, table inet %s%d)", i, HostIfPrefix, i, HostIfPrefix, i))
+			removed = append(removed, fmt.Sprintf("lease %d (veth %s%d, chains %s%d-* of table inet %s)", i, HostIfPrefix, i, HostIfPrefix, i, TableName))
 		}
 		l.Release()
 	}
@@ -180,11 +203,10 @@ func Prune() ([]string, error) {
 // Link is an egress jail's network as built: the veth pair, the jail's
 // addresses and route, and the host's table. Close removes them.
 type Link struct {
-	e     *Egress
-	lease *Lease
-	conn  *nftables.Conn
-	table *nftables.Table
-	veth  bool
+	e      *Egress
+	lease  *Lease
+	chains bool // loadRules sent its chains (or tried)
+	veth   bool
 }
 
 // Setup builds e's network for the jail whose network namespace is open
@@ -221,11 +243,7 @@ func Setup(e *Egress, lease *Lease, jailNS int) (_ *Link, retErr error) {
 	if err := netlink.LinkSetAlias(host, leaseAlias+strconv.Itoa(e.Index)+" pid "+strconv.Itoa(os.Getpid())); err != nil {
 		return nil, fmt.Errorf("veth %s alias: %w", e.HostIf, err)
 	}
-	// Connection tracking of an earlier jail of this address must not
-	// carry over to this one (answers to its flows, its NAT bindings).
-	if err := flushConntrack(e.JailAddr); err != nil {
-		return nil, err
-	}
+
 	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: ipNet(e.HostAddr, e.Net.Bits())}); err != nil {
 		return nil, fmt.Errorf("address %s on %s: %w", e.HostAddr, e.HostIf, err)
 	}
@@ -271,22 +289,6 @@ func configureJail(e *Egress, jailNS int) error {
 	}
 	if err := h.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Gw: e.HostAddr.AsSlice()}); err != nil {
 		return fmt.Errorf("the jail's default route via %s: %w", e.HostAddr, err)
-	}
-	return nil
-}
-
-// flushConntrack removes the conntrack entries of flows to or from a.
-// Equivalent to: conntrack -D -s A; conntrack -D -d A.
-func flushConntrack(a netip.Addr) error {
-	var src, dst netlink.ConntrackFilter
-	if err := src.AddIP(netlink.ConntrackOrigSrcIP, a.AsSlice()); err != nil {
-		return err
-	}
-	if err := dst.AddIP(netlink.ConntrackOrigDstIP, a.AsSlice()); err != nil {
-		return err
-	}
-	if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, &src, &dst); err != nil {
-		return fmt.Errorf("conntrack entries of %s: %w", a, err)
 	}
 	return nil
 }
@@ -389,43 +391,161 @@ func linkName(index int) (string, bool) {
 	return "#" + strconv.Itoa(index), false
 }
 
-// loadRules loads e's table in one transaction.
-func (l *Link) loadRules() error {
-	conn, err := nftables.New(nftables.AsLasting())
-	if err != nil {
-		return fmt.Errorf("nftables: %w", err)
+// nft is this process's one nftables connection, shared by its jails
+// and never closed: nf_tables makes the release of a netfilter netlink
+// socket wait for the destruction work of the transactions before it (an
+// RCU grace period, about 10 ms here), so a connection per jail would
+// cost each jail that. A process that exits (the CLI) still pays it once,
+// at its exit. nftMu serializes the batches built on it.
+var (
+	nftMu   sync.Mutex
+	nftConn *nftables.Conn
+)
+
+// withNft runs f with the process's nftables connection, made on first
+// use, and the lock that keeps one batch at a time on it.
+func withNft(f func(*nftables.Conn) error) error {
+	nftMu.Lock()
+	defer nftMu.Unlock()
+	if nftConn == nil {
+		c, err := nftables.New(nftables.AsLasting())
+		if err != nil {
+			return fmt.Errorf("nftables: %w", err)
+		}
+		nftConn = c
 	}
-	l.conn = conn
-	// Exclusive: a table of that name left by anyone fails the run
-	// rather than have this jail's rules appended to its.
-	l.table = conn.CreateTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: l.e.HostIf})
-	chains := map[Chain]*nftables.Chain{}
+	return f(nftConn)
+}
+
+// table is the shared table of egress jails.
+var table = &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
+
+// ensureTable makes the shared table, its base chains, maps and dispatch
+// rules, in one transaction, unless it exists: once per boot, the only
+// time jail registers hooks. A concurrent maker's table is as good.
+func ensureTable(conn *nftables.Conn) error {
+	if _, err := conn.ListTableOfFamily(TableName, nftables.TableFamilyINet); err == nil {
+		return nil
+	}
+	conn.CreateTable(table) // exclusive: the whole transaction fails if it exists
 	policy := nftables.ChainPolicyAccept
-	for _, c := range []struct {
-		name Chain
+	bases := map[string]*nftables.Chain{}
+	for _, b := range []struct {
+		name string
 		typ  nftables.ChainType
 		hook *nftables.ChainHook
 		prio *nftables.ChainPriority
-	}{{Forward, nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter},
-		{Input, nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter},
-		{Postrouting, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource}} {
-		chains[c.name] = conn.AddChain(&nftables.Chain{Name: string(c.name), Table: l.table, Type: c.typ, Hooknum: c.hook, Priority: c.prio, Policy: &policy})
+	}{{"forward", nftables.ChainTypeFilter, nftables.ChainHookForward, nftables.ChainPriorityFilter},
+		{"input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter},
+		{"output", nftables.ChainTypeFilter, nftables.ChainHookOutput, nftables.ChainPriorityFilter},
+		{"postrouting", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource}} {
+		bases[b.name] = conn.AddChain(&nftables.Chain{Name: b.name, Table: table, Type: b.typ, Hooknum: b.hook, Priority: b.prio, Policy: &policy})
+	}
+	for _, d := range Dispatches {
+		m := dispatchMap(d)
+		if err := conn.AddSet(m, nil); err != nil {
+			return err
+		}
+		key := expr.MetaKeyIIFNAME
+		if d.ByOIF {
+			key = expr.MetaKeyOIFNAME
+		}
+		conn.AddRule(&nftables.Rule{Table: table, Chain: bases[d.Base], Exprs: []expr.Any{
+			&expr.Meta{Key: key, Register: 1},
+			&expr.Lookup{SourceRegister: 1, SetName: m.Name, SetID: m.ID, DestRegister: 0, IsDestRegSet: true},
+		}})
+	}
+	if err := conn.Flush(); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("nftables table inet %s: %w", TableName, err)
+	}
+	return nil
+}
+
+// dispatchMap is the shared table's map of d.
+func dispatchMap(d Dispatch) *nftables.Set {
+	return &nftables.Set{Table: table, Name: d.Map, IsMap: true, KeyType: nftables.TypeIFName, DataType: nftables.TypeVerdict}
+}
+
+// loadRules adds e's chains and rules to the shared table, and the map
+// elements that send its veth's packets to them, in one transaction.
+// Chains of its names left by anyone are flushed in the same transaction:
+// this jail's rules are never appended to others'.
+func (l *Link) loadRules() error {
+	return withNft(func(conn *nftables.Conn) error { return l.loadRulesOn(conn) })
+}
+
+func (l *Link) loadRulesOn(conn *nftables.Conn) error {
+	if err := ensureTable(conn); err != nil {
+		return err
+	}
+	chains := map[Chain]*nftables.Chain{}
+	for _, d := range Dispatches {
+		c := conn.AddChain(&nftables.Chain{Name: l.e.ChainName(d.Chain), Table: table})
+		conn.FlushChain(c)
+		chains[d.Chain] = c
 	}
 	for _, r := range l.e.Rules {
-		nr := &nftables.Rule{Table: l.table, Chain: chains[r.Chain], Exprs: exprs(r)}
+		var set *nftables.Set
+		if len(r.DAddrs) > 0 {
+			set = &nftables.Set{Table: table, Anonymous: true, Constant: true, Interval: true, KeyType: nftables.TypeIPAddr}
+			if err := conn.AddSet(set, intervalElements(Ranges(r.DAddrs))); err != nil {
+				return err
+			}
+		}
+		nr := &nftables.Rule{Table: table, Chain: chains[r.Chain], Exprs: exprs(r, l.e.Mark, set)}
 		if r.Name != "" {
 			nr.UserData = userdata.AppendString(nil, userdata.TypeComment, r.Name)
 		}
 		conn.AddRule(nr)
 	}
+	l.chains = true
+	for _, d := range Dispatches {
+		el := []nftables.SetElement{{Key: ifname(l.e.HostIf), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: l.e.ChainName(d.Chain)}}}
+		if err := conn.SetAddElements(dispatchMap(d), el); err != nil {
+			return err
+		}
+	}
 	if err := conn.Flush(); err != nil {
-		return fmt.Errorf("nftables table inet %s: %w", l.e.HostIf, err)
+		return fmt.Errorf("nftables chains of %s in table inet %s: %w", l.e.HostIf, TableName, err)
 	}
 	return nil
 }
 
-// exprs translates a Rule into nftables expressions, as nft(8) would.
-func exprs(r Rule) []expr.Any {
+// removeRules removes the map elements and chains of the jail whose host
+// end is hostIf, in one transaction (the elements first: they hold the
+// chains).
+func removeRules(conn *nftables.Conn, e *Egress) error {
+	for _, d := range Dispatches {
+		if err := conn.SetDeleteElements(dispatchMap(d), []nftables.SetElement{{Key: ifname(e.HostIf)}}); err != nil {
+			return err
+		}
+	}
+	for _, d := range Dispatches {
+		conn.DelChain(&nftables.Chain{Name: e.ChainName(d.Chain), Table: table})
+	}
+	if err := conn.Flush(); err != nil {
+		return fmt.Errorf("nftables chains of %s in table inet %s: %w", e.HostIf, TableName, err)
+	}
+	return nil
+}
+
+// intervalElements are the elements of an interval set of IPv4 ranges:
+// each range's first address, and the address after its last flagged as
+// an interval's end (none after 255.255.255.255).
+func intervalElements(rs [][2]uint32) []nftables.SetElement {
+	var els []nftables.SetElement
+	for _, r := range rs {
+		els = append(els, nftables.SetElement{Key: binaryutil.BigEndian.PutUint32(r[0])})
+		if r[1] != ^uint32(0) {
+			els = append(els, nftables.SetElement{Key: binaryutil.BigEndian.PutUint32(r[1] + 1), IntervalEnd: true})
+		}
+	}
+	return els
+}
+
+// exprs translates a Rule into nftables expressions, as nft(8) would,
+// with conntrack mark mark; set is the anonymous set made for DAddrs.
+func exprs(r Rule, mark uint32, set *nftables.Set) []expr.Any {
 	var x []expr.Any
 	cmp := func(op expr.CmpOp, data []byte) { x = append(x, &expr.Cmp{Op: op, Register: 1, Data: data}) }
 	if r.IIF != "" {
@@ -450,7 +570,7 @@ func exprs(r Rule) []expr.Any {
 				Mask: binaryutil.NativeEndian.PutUint32(state), Xor: make([]byte, 4)})
 		cmp(expr.CmpOpNeq, make([]byte, 4))
 	}
-	if r.SAddr.IsValid() || r.NotSAddr.IsValid() || r.DAddr.IsValid() {
+	if r.SAddr.IsValid() || r.NotSAddr.IsValid() || r.DAddr.IsValid() || set != nil {
 		x = append(x, &expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1})
 		cmp(expr.CmpOpEq, []byte{unix.NFPROTO_IPV4})
 	}
@@ -470,6 +590,10 @@ func exprs(r Rule) []expr.Any {
 		}
 		cmp(expr.CmpOpEq, r.DAddr.Addr().AsSlice())
 	}
+	if set != nil {
+		x = append(x, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+			&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID})
+	}
 	if r.Proto != "" {
 		proto := byte(unix.IPPROTO_TCP)
 		if r.Proto == UDP {
@@ -487,8 +611,16 @@ func exprs(r Rule) []expr.Any {
 			}
 		}
 	}
+	if r.Mark {
+		x = append(x, &expr.Ct{Register: 1, Key: expr.CtKeyMARK})
+		cmp(expr.CmpOpEq, binaryutil.NativeEndian.PutUint32(mark))
+	}
 	if r.Counter {
 		x = append(x, &expr.Counter{})
+	}
+	if r.SetMark {
+		x = append(x, &expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(mark)},
+			&expr.Ct{Register: 1, SourceRegister: true, Key: expr.CtKeyMARK})
 	}
 	switch r.Verdict {
 	case Accept:
@@ -516,8 +648,12 @@ func ifname(n string) []byte {
 // Counters reads the host table's counters.
 func (l *Link) Counters() (Counters, error) {
 	var c Counters
-	for _, chain := range []Chain{Forward, Input} {
-		rules, err := l.conn.GetRules(l.table, &nftables.Chain{Name: string(chain), Table: l.table})
+	for _, chain := range []Chain{FwdFrom, FwdTo, Input} {
+		var rules []*nftables.Rule
+		err := withNft(func(conn *nftables.Conn) (err error) {
+			rules, err = conn.GetRules(table, &nftables.Chain{Name: l.e.ChainName(chain), Table: table})
+			return err
+		})
 		if err != nil {
 			return c, fmt.Errorf("nftables rules of %s: %w", chain, err)
 		}
@@ -543,20 +679,26 @@ func (l *Link) Counters() (Counters, error) {
 }
 
 // Close removes the veth pair (if the jail's namespace has not taken it
-// already), the table and the jail address's conntrack entries, and
-// releases the lease; if something could not be removed, the lease is
+// already) and the table, and releases the lease; if something could not be removed, the lease is
 // left as a dead holder's, for the next holder or Prune to finish.
 func (l *Link) Close() error {
-	err := l.remove()
-	if err == nil {
-		err = flushConntrack(l.e.JailAddr)
-	}
-	if err != nil {
+	if err := l.remove(); err != nil {
 		l.lease.keep()
 		return err
 	}
 	l.lease.Release()
 	return nil
+}
+
+// CloseAfterExit is Close once nothing of the jail's workload is left
+// (every process of its PID namespace but its PID 1, jail's own, which
+// sends nothing, has been killed and reaped): the rules go and the veth is
+// left to the kernel, which removes it with the namespace, off this
+// caller's path (deleting it here waits for an RCU grace period, about
+// 20 ms).
+func (l *Link) CloseAfterExit() error {
+	l.veth = false
+	return l.Close()
 }
 
 // remove takes the veth away first, then the rules: never is the veth up
@@ -571,13 +713,11 @@ func (l *Link) remove() error {
 		}
 		l.veth = len(errs) > 0
 	}
-	if l.conn != nil && len(errs) == 0 {
-		l.conn.DelTable(l.table)
-		if err := l.conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("nftables table %s: %w", l.e.HostIf, err))
+	if l.chains && len(errs) == 0 {
+		if err := withNft(func(conn *nftables.Conn) error { return removeRules(conn, l.e) }); err != nil {
+			errs = append(errs, err)
 		}
-		_ = l.conn.CloseLasting()
-		l.conn = nil
+		l.chains = false
 	}
 	return errors.Join(errs...)
 }

@@ -35,3 +35,6 @@ func Prune() ([]string, error) { return nil, nil }
 
 // HostNets reports that egress networks need Linux.
 func HostNets() ([]netip.Prefix, error) { return nil, errNotLinux }
+
+// CloseAfterExit does nothing.
+func (*Link) CloseAfterExit() error { return nil }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -61,21 +62,56 @@ type Egress struct {
 	// refused like the special ranges unless an entry lies inside one, so
 	// 0.0.0.0/0 does not open the host's own LAN.
 	HostNets []netip.Prefix
+	// Mark is this jail's conntrack mark: set on every connection it
+	// opens or the host opens to it, and required of every answer let in,
+	// so that nothing of an earlier jail of the same address (its
+	// connections' late answers) reaches this one. Nonzero; random.
+	Mark uint32
 	// Rules are the host's rules, in chain order.
 	Rules []Rule
 }
 
-// Chain is one of the three base chains of a jail's table.
+// Chain is one of a jail's chains in the shared table "inet jail": the
+// base chains there only send each packet to the chains of the jail whose
+// veth it comes from or goes to, through verdict maps keyed by interface
+// name, so a jail adds and removes chains and map elements and never a
+// hook (registering or unregistering one waits for an RCU grace period,
+// milliseconds on every run).
 type Chain string
 
-// The chains of a jail's table (table inet jailN): forward (what the
-// jail sends through this host), input (what it sends to this host) and
-// postrouting (source NAT of what leaves).
+// A jail's chains (named HostIf-chain, "jail7-fwd-from").
 const (
-	Forward     Chain = "forward"
-	Input       Chain = "input"
-	Postrouting Chain = "postrouting"
+	FwdFrom Chain = "fwd-from" // forwarded from the jail
+	FwdTo   Chain = "fwd-to"   // forwarded to the jail
+	Input   Chain = "input"    // from the jail to this host
+	Output  Chain = "output"   // from this host to the jail
+	Post    Chain = "post"     // postrouting of what the jail sends: source NAT
 )
+
+// TableName is the shared table of egress jails (family inet).
+const TableName = "jail"
+
+// Dispatch is a base chain's rule of the shared table: packets whose
+// input (or output, ByOIF) interface is a key of Map go to the chain the
+// map names for it.
+type Dispatch struct {
+	Base, Hook string // the base chain and its nft(8) declaration
+	Map        string
+	ByOIF      bool
+	Chain      Chain // the jail's chain its element jumps to
+}
+
+// Dispatches are the shared table's base rules, in order.
+var Dispatches = []Dispatch{
+	{"forward", "type filter hook forward priority filter; policy accept;", "fwd_from", false, FwdFrom},
+	{"forward", "type filter hook forward priority filter; policy accept;", "fwd_to", true, FwdTo},
+	{"input", "type filter hook input priority filter; policy accept;", "input_from", false, Input},
+	{"output", "type filter hook output priority filter; policy accept;", "output_to", true, Output},
+	{"postrouting", "type nat hook postrouting priority srcnat; policy accept;", "post_from", false, Post},
+}
+
+// ChainName is the name of the jail's chain c.
+func (e *Egress) ChainName(c Chain) string { return e.HostIf + "-" + string(c) }
 
 // Verdict is what a rule does with a packet it matches.
 type Verdict string
@@ -104,13 +140,18 @@ type Rule struct {
 	// NotSAddr matches IPv4 packets whose source is not this address;
 	// SAddr those whose source is.
 	NotSAddr, SAddr netip.Addr
-	// DAddr matches IPv4 packets to this prefix.
-	DAddr netip.Prefix
+	// DAddr matches IPv4 packets to this prefix; DAddrs to any of these
+	// (an anonymous interval set: one rule, one lookup).
+	DAddr  netip.Prefix
+	DAddrs []netip.Prefix
 	// Proto matches the transport protocol, "" any; TCPOnly is the same
 	// as Proto TCP with any port, for the reset rule.
 	Proto Proto
 	// PortFrom and PortTo match the destination port range (with Proto).
 	PortFrom, PortTo uint16
+	// Mark matches connections whose conntrack mark is Egress.Mark;
+	// SetMark sets it.
+	Mark, SetMark bool
 	// Counter counts the packets and bytes the rule matches; Name says
 	// what for (the apply side reads the counters by it).
 	Counter bool
@@ -137,7 +178,10 @@ const (
 // pool, with allow already resolved (every Dest has its Prefix), on a host
 // connected to hostNets. It refuses IPv6 entries: the jail has no IPv6
 // route, and the host rejects every IPv6 packet it sends.
-func Plan(pool netip.Prefix, index int, allow []Dest, hostNets []netip.Prefix) (*Egress, error) {
+func Plan(pool netip.Prefix, index int, allow []Dest, hostNets []netip.Prefix, mark uint32) (*Egress, error) {
+	if mark == 0 {
+		return nil, errors.New("conntrack mark 0: want a jail's own")
+	}
 	if !pool.Addr().Is4() || pool != pool.Masked() || pool.Bits() > 30 {
 		return nil, fmt.Errorf("address pool %s: want an IPv4 network of /30 or larger", pool)
 	}
@@ -148,7 +192,7 @@ func Plan(pool netip.Prefix, index int, allow []Dest, hostNets []netip.Prefix) (
 	n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
 	n += uint32(index) * 4
 	netAddr := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
-	e := &Egress{Index: index, Pool: pool, Net: netip.PrefixFrom(netAddr, 30), HostIf: HostIfPrefix + strconv.Itoa(index)}
+	e := &Egress{Index: index, Pool: pool, Net: netip.PrefixFrom(netAddr, 30), HostIf: HostIfPrefix + strconv.Itoa(index), Mark: mark}
 	e.HostAddr = netAddr.Next()
 	e.JailAddr = e.HostAddr.Next()
 	for _, d := range allow {
@@ -198,20 +242,21 @@ func SpecialRange(a netip.Addr) (netip.Prefix, bool) {
 func (e *Egress) rules() []Rule {
 	j := e.HostIf
 	allow := func(c Chain, d Dest) Rule {
-		r := Rule{Chain: c, IIF: j, DAddr: d.Prefix, Proto: d.Proto, PortFrom: d.PortFrom, PortTo: d.PortTo, Verdict: Accept}
+		r := Rule{Chain: c, IIF: j, DAddr: d.Prefix, Proto: d.Proto, PortFrom: d.PortFrom, PortTo: d.PortTo, SetMark: true, Verdict: Accept}
 		return r
 	}
 	rs := []Rule{
 		// What passes through, counted before anything decides.
-		{Chain: Forward, IIF: j, Counter: true, Name: CountOut},
-		{Chain: Forward, OIF: j, Counter: true, Name: CountIn},
-		// Answers to the jail's own connections; nothing new comes in.
-		{Chain: Forward, OIF: j, Established: true, Verdict: Accept},
-		{Chain: Forward, OIF: j, Verdict: Drop},
+		{Chain: FwdFrom, IIF: j, Counter: true, Name: CountOut},
+		{Chain: FwdTo, OIF: j, Counter: true, Name: CountIn},
+		// Answers to the jail's own connections (this jail's: the mark);
+		// nothing new comes in.
+		{Chain: FwdTo, OIF: j, Established: true, Mark: true, Verdict: Accept},
+		{Chain: FwdTo, OIF: j, Verdict: Drop},
 		// A forged source address goes no further.
-		{Chain: Forward, IIF: j, NotSAddr: e.JailAddr, Counter: true, Name: CountDenied, Verdict: Drop},
+		{Chain: FwdFrom, IIF: j, NotSAddr: e.JailAddr, Counter: true, Name: CountDenied, Verdict: Drop},
 		// Other jails, whatever the list says.
-		{Chain: Forward, IIF: j, DAddr: e.Pool, Counter: true, Name: CountDenied, Verdict: Reject},
+		{Chain: FwdFrom, IIF: j, DAddr: e.Pool, Counter: true, Name: CountDenied, Verdict: Reject},
 	}
 	// What the jail sends is judged by the list alone, never by
 	// connection state: no state it did not make itself (a conntrack
@@ -224,34 +269,33 @@ func (e *Egress) rules() []Rule {
 	for _, d := range e.Allow {
 		for _, r := range guarded {
 			if explicit(d, r) {
-				rs = append(rs, allow(Forward, d))
+				rs = append(rs, allow(FwdFrom, d))
 				break
 			}
 		}
 	}
-	for _, r := range guarded {
-		rs = append(rs, Rule{Chain: Forward, IIF: j, DAddr: r, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
-			Rule{Chain: Forward, IIF: j, DAddr: r, Counter: true, Name: CountDenied, Verdict: Reject})
-	}
+	set := mergePrefixes(guarded)
+	rs = append(rs, Rule{Chain: FwdFrom, IIF: j, DAddrs: set, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
+		Rule{Chain: FwdFrom, IIF: j, DAddrs: set, Counter: true, Name: CountDenied, Verdict: Reject})
 	for _, d := range e.Allow {
 		special := false
 		for _, r := range guarded {
 			special = special || explicit(d, r)
 		}
 		if !special {
-			rs = append(rs, allow(Forward, d))
+			rs = append(rs, allow(FwdFrom, d))
 		}
 	}
 	rs = append(rs,
-		Rule{Chain: Forward, IIF: j, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
-		Rule{Chain: Forward, IIF: j, Counter: true, Name: CountDenied, Verdict: Reject},
+		Rule{Chain: FwdFrom, IIF: j, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
+		Rule{Chain: FwdFrom, IIF: j, Counter: true, Name: CountDenied, Verdict: Reject},
 		// This host: its own addresses (the veth's end, its loopback
 		// services bound to any address) only where an entry names one
 		// address; never another jail's end.
 		Rule{Chain: Input, IIF: j, Counter: true, Name: CountOut},
 		Rule{Chain: Input, IIF: j, NotSAddr: e.JailAddr, Counter: true, Name: CountDenied, Verdict: Drop},
-		// Answers to what this host opened towards the jail.
-		Rule{Chain: Input, IIF: j, EstablishedOnly: true, Verdict: Accept},
+		// Answers to what this host opened towards this jail.
+		Rule{Chain: Input, IIF: j, EstablishedOnly: true, Mark: true, Verdict: Accept},
 		Rule{Chain: Input, IIF: j, DAddr: e.Pool, Counter: true, Name: CountDenied, Verdict: Reject},
 	)
 	for _, d := range e.Allow {
@@ -262,37 +306,50 @@ func (e *Egress) rules() []Rule {
 	rs = append(rs,
 		Rule{Chain: Input, IIF: j, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
 		Rule{Chain: Input, IIF: j, Counter: true, Name: CountDenied, Verdict: Reject},
-		Rule{Chain: Postrouting, SAddr: e.JailAddr, OIF: j, NotOIF: true, Verdict: Masquerade},
+		Rule{Chain: Output, OIF: j, SetMark: true},
+		Rule{Chain: Post, SAddr: e.JailAddr, OIF: j, NotOIF: true, Verdict: Masquerade},
 	)
 	return rs
 }
 
-// Ruleset renders the host's rules in nft(8) syntax: what `nft list
-// table inet jailN` prints, near enough to load with `nft -f` (the tests
-// check it does), for review and for the golden test.
+// Ruleset renders the jail's part of the shared table in nft(8) syntax,
+// with the base chains and the maps' elements for this jail: near
+// enough to what `nft list table inet jail` prints to load with `nft -f`
+// (the tests check it does), for review and for the golden test.
 func (e *Egress) Ruleset() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "table inet %s {\n", e.HostIf)
-	for _, c := range []struct {
-		chain Chain
-		hook  string
-	}{{Forward, "type filter hook forward priority filter; policy accept;"},
-		{Input, "type filter hook input priority filter; policy accept;"},
-		{Postrouting, "type nat hook postrouting priority srcnat; policy accept;"}} {
-		fmt.Fprintf(&b, "\tchain %s {\n\t\t%s\n", c.chain, c.hook)
+	fmt.Fprintf(&b, "table inet %s {\n", TableName)
+	for _, d := range Dispatches {
+		fmt.Fprintf(&b, "\tchain %s {\n", e.ChainName(d.Chain))
 		for _, r := range e.Rules {
-			if r.Chain == c.chain {
-				fmt.Fprintf(&b, "\t\t%s\n", r)
+			if r.Chain == d.Chain {
+				fmt.Fprintf(&b, "\t\t%s\n", r.render(e.Mark))
 			}
 		}
 		b.WriteString("\t}\n")
+	}
+	for _, d := range Dispatches {
+		fmt.Fprintf(&b, "\tmap %s {\n\t\ttype ifname : verdict\n\t\telements = { %q : jump %s }\n\t}\n", d.Map, e.HostIf, e.ChainName(d.Chain))
+	}
+	for i, d := range Dispatches {
+		if i == 0 || Dispatches[i-1].Base != d.Base {
+			fmt.Fprintf(&b, "\tchain %s {\n\t\t%s\n", d.Base, d.Hook)
+		}
+		dir := "iifname"
+		if d.ByOIF {
+			dir = "oifname"
+		}
+		fmt.Fprintf(&b, "\t\t%s vmap @%s\n", dir, d.Map)
+		if i == len(Dispatches)-1 || Dispatches[i+1].Base != d.Base {
+			b.WriteString("\t}\n")
+		}
 	}
 	b.WriteString("}\n")
 	return b.String()
 }
 
-// String renders r as an nft(8) rule.
-func (r Rule) String() string {
+// render renders r as an nft(8) rule, with conntrack mark mark.
+func (r Rule) render(mark uint32) string {
 	var w []string
 	if r.IIF != "" {
 		w = append(w, fmt.Sprintf("iifname %q", r.IIF))
@@ -310,6 +367,9 @@ func (r Rule) String() string {
 	if r.EstablishedOnly {
 		w = append(w, "ct state established")
 	}
+	if r.Mark {
+		w = append(w, fmt.Sprintf("ct mark 0x%08x", mark))
+	}
 	if r.SAddr.IsValid() {
 		w = append(w, "ip saddr "+r.SAddr.String())
 	}
@@ -318,6 +378,13 @@ func (r Rule) String() string {
 	}
 	if r.DAddr.IsValid() {
 		w = append(w, "ip daddr "+prefixString(r.DAddr))
+	}
+	if len(r.DAddrs) > 0 {
+		ps := make([]string, len(r.DAddrs))
+		for i, p := range r.DAddrs {
+			ps[i] = prefixString(p)
+		}
+		w = append(w, "ip daddr { "+strings.Join(ps, ", ")+" }")
 	}
 	switch {
 	case r.Proto != "" && (r.PortFrom != 0 || r.PortTo != 0):
@@ -332,6 +399,9 @@ func (r Rule) String() string {
 	if r.Counter {
 		w = append(w, "counter")
 	}
+	if r.SetMark {
+		w = append(w, fmt.Sprintf("ct mark set 0x%08x", mark))
+	}
 	if r.Verdict == Reject {
 		w = append(w, "reject with icmpx admin-prohibited")
 	} else if r.Verdict != Continue {
@@ -341,6 +411,45 @@ func (r Rule) String() string {
 		w = append(w, "comment "+strconv.Quote(r.Name))
 	}
 	return strings.Join(w, " ")
+}
+
+// mergePrefixes sorts IPv4 prefixes and drops those inside another.
+func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
+	sorted := slices.Clone(ps)
+	slices.SortFunc(sorted, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	var out []netip.Prefix
+	for _, p := range sorted {
+		if n := len(out); n > 0 && out[n-1].Bits() <= p.Bits() && out[n-1].Contains(p.Addr()) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Ranges returns IPv4 prefixes as inclusive address ranges, sorted, with
+// overlapping and adjacent ones merged: the elements of an interval set.
+func Ranges(ps []netip.Prefix) [][2]uint32 {
+	var rs [][2]uint32
+	for _, p := range mergePrefixes(ps) {
+		a := p.Masked().Addr().As4()
+		lo := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+		hi := lo | (uint32(1)<<(32-p.Bits()) - 1)
+		if p.Bits() == 0 {
+			hi = ^uint32(0)
+		}
+		if n := len(rs); n > 0 && uint64(lo) <= uint64(rs[n-1][1])+1 {
+			rs[n-1][1] = max(rs[n-1][1], hi)
+			continue
+		}
+		rs = append(rs, [2]uint32{lo, hi})
+	}
+	return rs
 }
 
 func prefixString(p netip.Prefix) string {

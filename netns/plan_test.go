@@ -54,25 +54,32 @@ func mustDest(t *testing.T, s string) Dest {
 
 func TestPlanAddresses(t *testing.T) {
 	pool := netip.MustParsePrefix(DefaultPool)
-	e, err := Plan(pool, 0, nil, nil)
+	e, err := Plan(pool, 0, nil, nil, 1)
 	require.NoError(t, err)
 	assert.Equal(t, "10.213.0.0/30", e.Net.String())
 	assert.Equal(t, "10.213.0.1", e.HostAddr.String())
 	assert.Equal(t, "10.213.0.2", e.JailAddr.String())
 	assert.Equal(t, "jail0", e.HostIf)
-	e, err = Plan(pool, PoolSize(pool)-1, nil, nil)
+	e, err = Plan(pool, PoolSize(pool)-1, nil, nil, 1)
 	require.NoError(t, err)
 	assert.Equal(t, "10.213.255.252/30", e.Net.String())
 	assert.Equal(t, "jail16383", e.HostIf)
 	assert.LessOrEqual(t, len(e.HostIf), 15, "IFNAMSIZ")
-	_, err = Plan(pool, PoolSize(pool), nil, nil)
+	_, err = Plan(pool, PoolSize(pool), nil, nil, 1)
 	assert.Error(t, err)
-	_, err = Plan(netip.MustParsePrefix("10.0.0.0/31"), 0, nil, nil)
+	_, err = Plan(netip.MustParsePrefix("10.0.0.0/31"), 0, nil, nil, 1)
 	assert.Error(t, err)
-	_, err = Plan(pool, 0, []Dest{mustDest(t, "[2001:db8::1]:443")}, nil)
+	_, err = Plan(pool, 0, []Dest{mustDest(t, "[2001:db8::1]:443")}, nil, 1)
 	assert.ErrorContains(t, err, "IPv6")
-	_, err = Plan(pool, 0, []Dest{mustDest(t, "example.com")}, nil)
+	_, err = Plan(pool, 0, []Dest{mustDest(t, "example.com")}, nil, 1)
 	assert.ErrorContains(t, err, "not resolved")
+}
+
+func TestRanges(t *testing.T) {
+	p := func(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+	assert.Equal(t, [][2]uint32{{0x0a000000, 0x0b0000ff}, {0xf0000000, 0xffffffff}},
+		Ranges([]netip.Prefix{p("11.0.0.0/24"), p("10.1.0.0/16"), p("240.0.0.0/4"), p("10.0.0.0/8")}), "contained dropped, adjacent merged, sorted")
+	assert.Equal(t, [][2]uint32{{0, 0xffffffff}}, Ranges([]netip.Prefix{p("0.0.0.0/0"), p("10.0.0.0/8")}))
 }
 
 func TestParsePool(t *testing.T) {
@@ -96,7 +103,7 @@ func TestRuleset(t *testing.T) {
 	named := mustDest(t, "192.168.1.9:80") // as if resolved from a name: opens no private range
 	named.FromName = "svc.example"
 	allow = append(allow, named)
-	e, err := Plan(netip.MustParsePrefix(DefaultPool), 7, allow, []netip.Prefix{netip.MustParsePrefix("198.51.7.0/24"), netip.MustParsePrefix("10.213.0.0/30")})
+	e, err := Plan(netip.MustParsePrefix(DefaultPool), 7, allow, []netip.Prefix{netip.MustParsePrefix("198.51.7.0/24"), netip.MustParsePrefix("10.213.0.0/30")}, 0x5eed)
 	require.NoError(t, err)
 	got := e.Ruleset()
 	golden := "testdata/ruleset.nft"
@@ -109,18 +116,22 @@ func TestRuleset(t *testing.T) {
 
 	// The private entries come before the private ranges' rejection, the
 	// internet after it: 0.0.0.0/0 must not open 10.0.0.0/8.
-	i10, iReject, iAll := strings.Index(got, "10.1.2.3 tcp dport 8080 accept"), strings.Index(got, "ip daddr 10.0.0.0/8 meta l4proto tcp"),
-		strings.Index(got, "ip daddr 0.0.0.0/0 meta l4proto tcp accept")
+	i10, iReject, iAll := strings.Index(got, "10.1.2.3 tcp dport 8080 ct mark set 0x00005eed accept"), strings.Index(got, "ip daddr { 0.0.0.0/8, 10.0.0.0/8,"),
+		strings.Index(got, "ip daddr 0.0.0.0/0 meta l4proto tcp ct mark set 0x00005eed accept")
 	assert.True(t, i10 > 0 && iReject > i10 && iAll > iReject, "order: explicit private, private rejected, the rest")
 	// Another jail is rejected before any entry.
 	assert.Less(t, strings.Index(got, "ip daddr 10.213.0.0/16"), i10)
 	// The host's network is refused like a private one; a resolved
 	// address comes after the refusals, and never opens this host.
-	assert.Less(t, strings.Index(got, "ip daddr 198.51.7.0/24 meta l4proto tcp"), iAll)
-	assert.Greater(t, strings.Index(got, "ip daddr 192.168.1.9 tcp dport 80 accept"), iReject)
+	assert.Contains(t, got, "192.168.0.0/16, 198.18.0.0/15, 198.51.7.0/24, 198.51.100.0/24", "the host's network is in the refused set")
+	assert.Greater(t, strings.Index(got, "ip daddr 192.168.1.9 tcp dport 80 ct mark set 0x00005eed accept"), iReject)
 	assert.Equal(t, 1, strings.Count(got, "192.168.1.9"), "not in the input chain")
-	// What the jail sends is never accepted by connection state.
+	// What the jail sends is never accepted by connection state, and
+	// answers only to connections of this jail's mark.
 	assert.NotContains(t, got, `iifname "jail7" ct state established,related`)
+	assert.Contains(t, got, `oifname "jail7" ct state established,related ct mark 0x00005eed accept`)
+	_, err = Plan(netip.MustParsePrefix(DefaultPool), 7, nil, nil, 0)
+	assert.Error(t, err, "mark 0")
 
 	nft, err := exec.LookPath("nft")
 	if err != nil {
