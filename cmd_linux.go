@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -227,7 +228,8 @@ func (c *Cmd) setupNetwork() error {
 		lease.Release()
 		return err
 	}
-	e, err := netns.Plan(c.l.pool, lease.Index, c.l.egress, hostNets, binary.NativeEndian.Uint32(mark[:])|1)
+	e, err := netns.Plan(netns.Config{Pool: c.l.pool, Index: lease.Index, Allow: c.l.egress, HostNets: hostNets,
+		Mark: binary.NativeEndian.Uint32(mark[:]) | 1, LogDenied: c.Spec.Network.LogDenied})
 	if err != nil {
 		lease.Release()
 		return err
@@ -261,7 +263,19 @@ func (c *Cmd) finishNetwork() {
 	}
 	if n, err := c.net.Counters(); err == nil {
 		c.netStats = &NetworkStats{BytesOut: int64(n.BytesOut), PacketsOut: int64(n.PacketsOut), BytesIn: int64(n.BytesIn),
-			PacketsIn: int64(n.PacketsIn), Denied: int64(n.Denied)}
+			PacketsIn: int64(n.PacketsIn), Denied: int64(n.Denied), DeniedDestinations: []DeniedDestination{}}
+		for _, d := range n.DeniedTo {
+			proto := strconv.Itoa(int(d.Proto))
+			switch d.Proto {
+			case unix.IPPROTO_TCP:
+				proto = "tcp"
+			case unix.IPPROTO_UDP:
+				proto = "udp"
+			case unix.IPPROTO_ICMP:
+				proto = "icmp"
+			}
+			c.netStats.DeniedDestinations = append(c.netStats.DeniedDestinations, DeniedDestination{Dst: d.Dst.String(), Proto: proto, Port: int(d.Port)})
+		}
 	} else {
 		c.log().Warn("network counters", "err", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jailrt/jail/netns"
@@ -46,9 +47,14 @@ type Network struct {
 	// the rest with ICMP administratively prohibited. IPv6 is closed.
 	Allow []string `json:"allow,omitempty"`
 	// Pool is the IPv4 range egress jails take their /30 from; empty
-	// means netns.DefaultPool (10.213.0.0/16). It must not overlap a
-	// network of the host's.
+	// means netns.DefaultPool (10.213.0.0/16). It must be private and
+	// must not overlap a network of the host's.
 	Pool string `json:"pool,omitempty"`
+	// LogDenied, for egress, records up to this many distinct refused
+	// destinations (address, protocol, port) in the report
+	// (NetworkStats.DeniedDestinations): what the code tried to reach and
+	// was refused. 0: none; at most 1024.
+	LogDenied int `json:"log_denied,omitempty"`
 }
 
 // NetworkInfo is the network a run had (Isolation.Network).
@@ -79,6 +85,19 @@ type NetworkStats struct {
 	PacketsIn  int64 `json:"packets_in"`
 	// Denied counts the packets the jail sent that the rules refused.
 	Denied int64 `json:"denied"`
+	// DeniedDestinations are distinct refused destinations, up to
+	// Network.LogDenied of them, in no particular order; empty without it.
+	DeniedDestinations []DeniedDestination `json:"denied_destinations"`
+}
+
+// DeniedDestination is a destination an egress jail was refused.
+type DeniedDestination struct {
+	// Dst is the IPv4 address.
+	Dst string `json:"dst"`
+	// Proto is "tcp", "udp", "icmp" or the protocol's number.
+	Proto string `json:"proto"`
+	// Port is the destination port, 0 for a protocol without ports.
+	Port int `json:"port"`
 }
 
 // netMode is the Spec's effective network mode.
@@ -113,6 +132,9 @@ func (s *Spec) validateNetwork() ([]netns.Dest, error) {
 		if n.Pool != "" {
 			return nil, badField("network.pool", n.Pool, "needs network mode egress")
 		}
+		if n.LogDenied != 0 {
+			return nil, badField("network.log_denied", strconv.Itoa(n.LogDenied), "needs network mode egress")
+		}
 		return nil, nil
 	}
 	if len(n.Allow) == 0 {
@@ -122,6 +144,9 @@ func (s *Spec) validateNetwork() ([]netns.Dest, error) {
 		// Nothing of the jail may outlive its PID 1 on the veth when
 		// the rules go.
 		return nil, badField("network.mode", n.Mode, "needs a PID namespace, and disable_namespaces has pid")
+	}
+	if n.LogDenied < 0 || n.LogDenied > netns.MaxLogDenied {
+		return nil, badField("network.log_denied", strconv.Itoa(n.LogDenied), "want 0 (none) to %d", netns.MaxLogDenied)
 	}
 	if n.Pool != "" {
 		if _, err := netns.ParsePool(n.Pool); err != nil {

@@ -26,15 +26,16 @@ const schemaFile = "schema/result.schema.json"
 // schemaDefs names the schema object that describes each struct of the
 // Result document.
 var schemaDefs = map[reflect.Type]string{
-	reflect.TypeFor[Result]():        "#",
-	reflect.TypeFor[ErrorInfo]():     "#/$defs/error_info",
-	reflect.TypeFor[Isolation]():     "#/$defs/isolation",
-	reflect.TypeFor[IDMap]():         "#/$defs/id_map",
-	reflect.TypeFor[SeccompDenial](): "#/$defs/seccomp_denial",
-	reflect.TypeFor[LandlockInfo]():  "#/$defs/landlock_info",
-	reflect.TypeFor[NetworkInfo]():   "#/$defs/network_info",
-	reflect.TypeFor[AllowInfo]():     "#/$defs/allow_info",
-	reflect.TypeFor[NetworkStats]():  "#/$defs/network_stats",
+	reflect.TypeFor[Result]():            "#",
+	reflect.TypeFor[ErrorInfo]():         "#/$defs/error_info",
+	reflect.TypeFor[Isolation]():         "#/$defs/isolation",
+	reflect.TypeFor[IDMap]():             "#/$defs/id_map",
+	reflect.TypeFor[SeccompDenial]():     "#/$defs/seccomp_denial",
+	reflect.TypeFor[LandlockInfo]():      "#/$defs/landlock_info",
+	reflect.TypeFor[NetworkInfo]():       "#/$defs/network_info",
+	reflect.TypeFor[AllowInfo]():         "#/$defs/allow_info",
+	reflect.TypeFor[NetworkStats]():      "#/$defs/network_stats",
+	reflect.TypeFor[DeniedDestination](): "#/$defs/denied_destination",
 }
 
 // sessionSchemaDefs is schemaDefs for the session document; it shares the

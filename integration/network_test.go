@@ -231,6 +231,18 @@ func TestNetworkEgressAllowList(t *testing.T) {
 	assert.Equal(t, []jail.AllowInfo{{Dest: hostA + ":8080", Resolved: []string{hostA + ":8080"}}}, res.Isolation.Network.Allow)
 	assert.NotEmpty(t, res.Isolation.Network.Address)
 
+	// With --net-log, the report names what was refused.
+	res, r := n.run(t, "--net", "egress", "--allow", hostA+":8080", "--net-log", "16", "--", "sh", "-c",
+		"/probe/probe net tcp "+hostA+" 9090; /probe/probe net udp "+hostA+" 5353; /probe/probe net tcp "+metadata+" 80; "+
+			"/probe/probe net tcp "+hostA+" 9090; /probe/probe net tcp "+hostA+" 8080")
+	require.Equal(t, jail.StatusExited, res.Status, "stderr: %s", r.stderr)
+	require.NotNil(t, res.Network)
+	assert.ElementsMatch(t, []jail.DeniedDestination{{Dst: hostA, Proto: "tcp", Port: 9090}, {Dst: hostA, Proto: "udp", Port: 5353},
+		{Dst: metadata, Proto: "tcp", Port: 80}}, res.Network.DeniedDestinations, "each refused destination once; the allowed one not")
+	res, _ = n.run(t, "--net", "egress", "--allow", hostA+":8080", "--", "/probe/probe", "net", "tcp", hostA, "9090")
+	assert.Empty(t, res.Network.DeniedDestinations, "nothing recorded without --net-log")
+	assert.Positive(t, res.Network.Denied)
+
 	// A whole host, every TCP port; and a UDP port.
 	_, got = n.probeLines(t, []string{hostB, "udp/" + hostA + ":5353"},
 		"tcp "+hostB+" 8080", "tcp "+hostB+" 9090", "tcp "+hostA+" 8080", "udp "+hostA+" 5353")
@@ -416,6 +428,9 @@ func TestNetworkModes(t *testing.T) {
 		{"--net", "egress", "--allow", "10.0.0.1:70000"},
 		{"--net", "bridge"},
 		{"--net", "egress", "--allow", "[2001:db8::1]:443"},
+		{"--net-log", "5"},
+		{"--net", "egress", "--allow", "10.0.0.1", "--net-log", "5000"},
+		{"--net", "egress", "--allow", "10.0.0.1", "--net-pool", "8.8.0.0/16"},
 	} {
 		r := runJail(t, append(append([]string{"run"}, bad...), "--", "true")...)
 		assert.Equal(t, 125, r.code, "%v", bad)

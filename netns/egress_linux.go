@@ -144,7 +144,10 @@ func removeLeftovers(i int, stale bool) error {
 		if _, err := conn.ListTableOfFamily(TableName, nftables.TableFamilyINet); err != nil {
 			return nil // no table: nothing of it left
 		}
-		if err := removeRules(conn, e); err == nil || !errors.Is(err, unix.ENOENT) {
+		err := removeRules(conn, e)
+		conn.DelSet(&nftables.Set{Table: table, Name: e.DeniedSet()}) // if it recorded refusals
+		_ = conn.Flush()
+		if err == nil || !errors.Is(err, unix.ENOENT) {
 			return err
 		}
 		// Some of them are gone: remove the rest one at a time.
@@ -478,6 +481,16 @@ func (l *Link) loadRulesOn(conn *nftables.Conn) error {
 	if err := ensureTable(conn); err != nil {
 		return err
 	}
+	var denied *nftables.Set
+	if l.e.LogDenied > 0 {
+		denied = &nftables.Set{Table: table, Name: l.e.DeniedSet(), Dynamic: true, Concatenation: true, Size: uint32(l.e.LogDenied),
+			KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)}
+		// A set of that name left behind is kept, and emptied.
+		if err := conn.AddSet(denied, nil); err != nil {
+			return err
+		}
+		conn.FlushSet(denied)
+	}
 	chains := map[Chain]*nftables.Chain{}
 	for _, d := range Dispatches {
 		c := conn.AddChain(&nftables.Chain{Name: l.e.ChainName(d.Chain), Table: table})
@@ -492,7 +505,7 @@ func (l *Link) loadRulesOn(conn *nftables.Conn) error {
 				return err
 			}
 		}
-		nr := &nftables.Rule{Table: table, Chain: chains[r.Chain], Exprs: exprs(r, l.e.Mark, set)}
+		nr := &nftables.Rule{Table: table, Chain: chains[r.Chain], Exprs: exprs(r, l.e.Mark, set, denied)}
 		if r.Name != "" {
 			nr.UserData = userdata.AppendString(nil, userdata.TypeComment, r.Name)
 		}
@@ -523,6 +536,9 @@ func removeRules(conn *nftables.Conn, e *Egress) error {
 	for _, d := range Dispatches {
 		conn.DelChain(&nftables.Chain{Name: e.ChainName(d.Chain), Table: table})
 	}
+	if e.LogDenied > 0 {
+		conn.DelSet(&nftables.Set{Table: table, Name: e.DeniedSet()})
+	}
 	if err := conn.Flush(); err != nil {
 		return fmt.Errorf("nftables chains of %s in table inet %s: %w", e.HostIf, TableName, err)
 	}
@@ -544,8 +560,9 @@ func intervalElements(rs [][2]uint32) []nftables.SetElement {
 }
 
 // exprs translates a Rule into nftables expressions, as nft(8) would,
-// with conntrack mark mark; set is the anonymous set made for DAddrs.
-func exprs(r Rule, mark uint32, set *nftables.Set) []expr.Any {
+// with conntrack mark mark; set is the anonymous set made for DAddrs,
+// denied the set of refused destinations.
+func exprs(r Rule, mark uint32, set, denied *nftables.Set) []expr.Any {
 	var x []expr.Any
 	cmp := func(op expr.CmpOp, data []byte) { x = append(x, &expr.Cmp{Op: op, Register: 1, Data: data}) }
 	if r.IIF != "" {
@@ -615,6 +632,14 @@ func exprs(r Rule, mark uint32, set *nftables.Set) []expr.Any {
 		x = append(x, &expr.Ct{Register: 1, Key: expr.CtKeyMARK})
 		cmp(expr.CmpOpEq, binaryutil.NativeEndian.PutUint32(mark))
 	}
+	if r.Log && denied != nil {
+		// The key in the 32-bit registers 8, 9, 10, as nft concatenates.
+		x = append(x,
+			&expr.Payload{DestRegister: 8, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 9},
+			&expr.Payload{DestRegister: 10, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Dynset{SrcRegKey: 8, SetName: denied.Name, SetID: denied.ID, Operation: unix.NFT_DYNSET_OP_ADD})
+	}
 	if r.Counter {
 		x = append(x, &expr.Counter{})
 	}
@@ -673,6 +698,27 @@ func (l *Link) Counters() (Counters, error) {
 					c.Denied += n.Packets
 				}
 			}
+		}
+	}
+	if l.e.LogDenied > 0 {
+		var els []nftables.SetElement
+		err := withNft(func(conn *nftables.Conn) (err error) {
+			els, err = conn.GetSetElements(&nftables.Set{Table: table, Name: l.e.DeniedSet(),
+				KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)})
+			return err
+		})
+		if err != nil {
+			return c, fmt.Errorf("nftables set %s: %w", l.e.DeniedSet(), err)
+		}
+		for _, el := range els {
+			if len(el.Key) < 10 {
+				continue
+			}
+			d := Denied{Dst: netip.AddrFrom4([4]byte(el.Key[0:4])), Proto: el.Key[4]}
+			if d.Proto == unix.IPPROTO_TCP || d.Proto == unix.IPPROTO_UDP {
+				d.Port = uint16(el.Key[8])<<8 | uint16(el.Key[9])
+			}
+			c.DeniedTo = append(c.DeniedTo, d)
 		}
 	}
 	return c, nil

@@ -67,6 +67,9 @@ type Egress struct {
 	// so that nothing of an earlier jail of the same address (its
 	// connections' late answers) reaches this one. Nonzero; random.
 	Mark uint32
+	// LogDenied is the size of the set of refused destinations (address,
+	// protocol, port) the rules record, 0 for none.
+	LogDenied int
 	// Rules are the host's rules, in chain order.
 	Rules []Rule
 }
@@ -152,6 +155,9 @@ type Rule struct {
 	// Mark matches connections whose conntrack mark is Egress.Mark;
 	// SetMark sets it.
 	Mark, SetMark bool
+	// Log adds the packet's destination (address, protocol, port) to the
+	// jail's set of refused destinations.
+	Log bool
 	// Counter counts the packets and bytes the rule matches; Name says
 	// what for (the apply side reads the counters by it).
 	Counter bool
@@ -165,6 +171,15 @@ type Counters struct {
 	BytesOut, PacketsOut uint64
 	BytesIn, PacketsIn   uint64
 	Denied               uint64
+	// DeniedTo are refused destinations, when the plan records them.
+	DeniedTo []Denied
+}
+
+// Denied is a refused destination.
+type Denied struct {
+	Dst   netip.Addr
+	Proto uint8
+	Port  uint16 // 0 unless Proto is TCP or UDP
 }
 
 // Counter names: what each counted rule stands for.
@@ -174,13 +189,35 @@ const (
 	CountDenied = "denied" // packets of the jail refused
 )
 
-// Plan works out the network of the egress jail with lease index in
-// pool, with allow already resolved (every Dest has its Prefix), on a host
-// connected to hostNets. It refuses IPv6 entries: the jail has no IPv6
-// route, and the host rejects every IPv6 packet it sends.
-func Plan(pool netip.Prefix, index int, allow []Dest, hostNets []netip.Prefix, mark uint32) (*Egress, error) {
+// Config is what an egress jail's plan is made from.
+type Config struct {
+	// Pool is the address pool, Index the lease's number in it.
+	Pool  netip.Prefix
+	Index int
+	// Allow is the allow-list, resolved: every Dest has its Prefix.
+	Allow []Dest
+	// HostNets are the networks this host is on (HostNets).
+	HostNets []netip.Prefix
+	// Mark is the jail's conntrack mark: nonzero, and random.
+	Mark uint32
+	// LogDenied is how many distinct refused destinations to record (0:
+	// none; at most MaxLogDenied).
+	LogDenied int
+}
+
+// MaxLogDenied bounds Config.LogDenied.
+const MaxLogDenied = 1024
+
+// Plan works out the network of an egress jail. It refuses IPv6 entries:
+// the jail has no IPv6 route, and the host rejects every IPv6 packet it
+// sends.
+func Plan(c Config) (*Egress, error) {
+	pool, index, allow, hostNets, mark := c.Pool, c.Index, c.Allow, c.HostNets, c.Mark
 	if mark == 0 {
 		return nil, errors.New("conntrack mark 0: want a jail's own")
+	}
+	if c.LogDenied < 0 || c.LogDenied > MaxLogDenied {
+		return nil, fmt.Errorf("log of %d refused destinations: want 0 to %d", c.LogDenied, MaxLogDenied)
 	}
 	if !pool.Addr().Is4() || pool != pool.Masked() || pool.Bits() > 30 {
 		return nil, fmt.Errorf("address pool %s: want an IPv4 network of /30 or larger", pool)
@@ -192,7 +229,7 @@ func Plan(pool netip.Prefix, index int, allow []Dest, hostNets []netip.Prefix, m
 	n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
 	n += uint32(index) * 4
 	netAddr := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
-	e := &Egress{Index: index, Pool: pool, Net: netip.PrefixFrom(netAddr, 30), HostIf: HostIfPrefix + strconv.Itoa(index), Mark: mark}
+	e := &Egress{Index: index, Pool: pool, Net: netip.PrefixFrom(netAddr, 30), HostIf: HostIfPrefix + strconv.Itoa(index), Mark: mark, LogDenied: c.LogDenied}
 	e.HostAddr = netAddr.Next()
 	e.JailAddr = e.HostAddr.Next()
 	for _, d := range allow {
@@ -309,8 +346,26 @@ func (e *Egress) rules() []Rule {
 		Rule{Chain: Output, OIF: j, SetMark: true},
 		Rule{Chain: Post, SAddr: e.JailAddr, OIF: j, NotOIF: true, Verdict: Masquerade},
 	)
+	if e.LogDenied > 0 {
+		// Before each refusal, a rule of its own that records the
+		// destination: loading a port can fail (no transport header),
+		// which ends that rule only, never the refusal after it.
+		logged := make([]Rule, 0, 2*len(rs))
+		for _, r := range rs {
+			if r.Name == CountDenied {
+				l := r
+				l.Counter, l.Name, l.Verdict, l.Log = false, "", Continue, true
+				logged = append(logged, l)
+			}
+			logged = append(logged, r)
+		}
+		rs = logged
+	}
 	return rs
 }
+
+// DeniedSet is the name of the jail's set of refused destinations.
+func (e *Egress) DeniedSet() string { return e.HostIf + "-denied" }
 
 // Ruleset renders the jail's part of the shared table in nft(8) syntax,
 // with the base chains and the maps' elements for this jail: near
@@ -319,11 +374,14 @@ func (e *Egress) rules() []Rule {
 func (e *Egress) Ruleset() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s {\n", TableName)
+	if e.LogDenied > 0 {
+		fmt.Fprintf(&b, "\tset %s {\n\t\ttype ipv4_addr . inet_proto . inet_service\n\t\tsize %d\n\t\tflags dynamic\n\t}\n", e.DeniedSet(), e.LogDenied)
+	}
 	for _, d := range Dispatches {
 		fmt.Fprintf(&b, "\tchain %s {\n", e.ChainName(d.Chain))
 		for _, r := range e.Rules {
 			if r.Chain == d.Chain {
-				fmt.Fprintf(&b, "\t\t%s\n", r.render(e.Mark))
+				fmt.Fprintf(&b, "\t\t%s\n", r.render(e.Mark, e.DeniedSet()))
 			}
 		}
 		b.WriteString("\t}\n")
@@ -348,8 +406,9 @@ func (e *Egress) Ruleset() string {
 	return b.String()
 }
 
-// render renders r as an nft(8) rule, with conntrack mark mark.
-func (r Rule) render(mark uint32) string {
+// render renders r as an nft(8) rule, with conntrack mark mark and set of
+// refused destinations setName.
+func (r Rule) render(mark uint32, setName string) string {
 	var w []string
 	if r.IIF != "" {
 		w = append(w, fmt.Sprintf("iifname %q", r.IIF))
@@ -401,6 +460,9 @@ func (r Rule) render(mark uint32) string {
 	}
 	if r.SetMark {
 		w = append(w, fmt.Sprintf("ct mark set 0x%08x", mark))
+	}
+	if r.Log {
+		w = append(w, "add @"+setName+" { ip daddr . meta l4proto . th dport }")
 	}
 	if r.Verdict == Reject {
 		w = append(w, "reject with icmpx admin-prohibited")

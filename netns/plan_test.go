@@ -54,24 +54,24 @@ func mustDest(t *testing.T, s string) Dest {
 
 func TestPlanAddresses(t *testing.T) {
 	pool := netip.MustParsePrefix(DefaultPool)
-	e, err := Plan(pool, 0, nil, nil, 1)
+	e, err := Plan(Config{Pool: pool, Mark: 1})
 	require.NoError(t, err)
 	assert.Equal(t, "10.213.0.0/30", e.Net.String())
 	assert.Equal(t, "10.213.0.1", e.HostAddr.String())
 	assert.Equal(t, "10.213.0.2", e.JailAddr.String())
 	assert.Equal(t, "jail0", e.HostIf)
-	e, err = Plan(pool, PoolSize(pool)-1, nil, nil, 1)
+	e, err = Plan(Config{Pool: pool, Index: PoolSize(pool) - 1, Mark: 1})
 	require.NoError(t, err)
 	assert.Equal(t, "10.213.255.252/30", e.Net.String())
 	assert.Equal(t, "jail16383", e.HostIf)
 	assert.LessOrEqual(t, len(e.HostIf), 15, "IFNAMSIZ")
-	_, err = Plan(pool, PoolSize(pool), nil, nil, 1)
+	_, err = Plan(Config{Pool: pool, Index: PoolSize(pool), Mark: 1})
 	assert.Error(t, err)
-	_, err = Plan(netip.MustParsePrefix("10.0.0.0/31"), 0, nil, nil, 1)
+	_, err = Plan(Config{Pool: netip.MustParsePrefix("10.0.0.0/31"), Mark: 1})
 	assert.Error(t, err)
-	_, err = Plan(pool, 0, []Dest{mustDest(t, "[2001:db8::1]:443")}, nil, 1)
+	_, err = Plan(Config{Pool: pool, Allow: []Dest{mustDest(t, "[2001:db8::1]:443")}, Mark: 1})
 	assert.ErrorContains(t, err, "IPv6")
-	_, err = Plan(pool, 0, []Dest{mustDest(t, "example.com")}, nil, 1)
+	_, err = Plan(Config{Pool: pool, Allow: []Dest{mustDest(t, "example.com")}, Mark: 1})
 	assert.ErrorContains(t, err, "not resolved")
 }
 
@@ -103,7 +103,8 @@ func TestRuleset(t *testing.T) {
 	named := mustDest(t, "192.168.1.9:80") // as if resolved from a name: opens no private range
 	named.FromName = "svc.example"
 	allow = append(allow, named)
-	e, err := Plan(netip.MustParsePrefix(DefaultPool), 7, allow, []netip.Prefix{netip.MustParsePrefix("198.51.7.0/24"), netip.MustParsePrefix("10.213.0.0/30")}, 0x5eed)
+	e, err := Plan(Config{Pool: netip.MustParsePrefix(DefaultPool), Index: 7, Allow: allow,
+		HostNets: []netip.Prefix{netip.MustParsePrefix("198.51.7.0/24"), netip.MustParsePrefix("10.213.0.0/30")}, Mark: 0x5eed, LogDenied: 64})
 	require.NoError(t, err)
 	got := e.Ruleset()
 	golden := "testdata/ruleset.nft"
@@ -130,8 +131,12 @@ func TestRuleset(t *testing.T) {
 	// answers only to connections of this jail's mark.
 	assert.NotContains(t, got, `iifname "jail7" ct state established,related`)
 	assert.Contains(t, got, `oifname "jail7" ct state established,related ct mark 0x00005eed accept`)
-	_, err = Plan(netip.MustParsePrefix(DefaultPool), 7, nil, nil, 0)
+	_, err = Plan(Config{Pool: netip.MustParsePrefix(DefaultPool), Index: 7})
 	assert.Error(t, err, "mark 0")
+	_, err = Plan(Config{Pool: netip.MustParsePrefix(DefaultPool), Mark: 1, LogDenied: MaxLogDenied + 1})
+	assert.Error(t, err, "a log too large")
+	// Every refusal is preceded by a rule that records it.
+	assert.Equal(t, strings.Count(got, `comment "denied"`), strings.Count(got, "add @jail7-denied { ip daddr . meta l4proto . th dport }"))
 
 	nft, err := exec.LookPath("nft")
 	if err != nil {
