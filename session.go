@@ -324,6 +324,9 @@ type sessionState struct {
 	// CgroupName and Cgroup are the session's group, none when empty.
 	CgroupName string            `json:"cgroup_name,omitempty"`
 	Cgroup     []cgroup.DirState `json:"cgroup,omitempty"`
+	// NetLease is an egress session's lease index: its veth, chains and
+	// lease, handed to its PID 1, are removed once that is gone.
+	NetLease *int `json:"net_lease,omitempty"`
 }
 
 const sessionStateSchema = "jail.session-state/v1"

@@ -20,6 +20,7 @@ import (
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/jailfs"
 	"github.com/jailrt/jail/internal/procfs"
+	"github.com/jailrt/jail/netns"
 	"github.com/jailrt/jail/nsexec"
 )
 
@@ -172,9 +173,6 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	if err := ss.validate(); err != nil {
 		return nil, err
 	}
-	if ss.Spec.Network.Mode == NetworkEgress {
-		return nil, &SpecError{Field: "network.mode", Value: NetworkEgress, Err: errors.New("not available for sessions yet (runs only): use none or host")}
-	}
 	if ss.ID == "" {
 		ss.ID = newSessionID()
 	}
@@ -274,6 +272,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			return err
 		}},
 		{name: "clone", do: func() error { return c.spawnDetached(append(files, ctl)) }, undo: c.abort},
+		{name: "network", do: c.setupNetwork, undo: c.closeNetwork},
 		{name: "ready", do: c.awaitReady},
 		{name: "go", do: func() error {
 			c.child.ClosePlan()
@@ -306,6 +305,19 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			}
 			st.Join, st.Process, st.Isolation = joinTemplate(c.l), c.l.proc, c.l.iso
 			st.Creating = from != nil // until the snapshot's files are in
+			if c.net != nil {
+				// The network stays with PID 1, which holds the lease from
+				// now on: Remove, or whoever finds it dead, takes it away.
+				// (Should the state not be written, PID 1 is killed by the
+				// clone's undo, and the next jail to take the lease, or jail
+				// check --clean, removes what is left.)
+				idx, err := c.net.Detach(pid, start)
+				c.net = nil
+				if err != nil {
+					return err
+				}
+				st.NetLease = &idx
+			}
 			return writeState(dir, &st)
 		}},
 	}
@@ -660,6 +672,9 @@ func (m *Sessions) cleanup(dir string, st *sessionState) error {
 			unix.Close(fd)
 			return nil // it is alive after all
 		}
+		if err := releaseNetwork(st); err != nil {
+			return err
+		}
 		if err := destroyStateCgroup(st); err != nil {
 			return err
 		}
@@ -681,6 +696,15 @@ func (m *Sessions) cleanup(dir string, st *sessionState) error {
 		}
 	}
 	return os.RemoveAll(dir)
+}
+
+// releaseNetwork removes an egress session's network once its PID 1 is
+// gone.
+func releaseNetwork(st *sessionState) error {
+	if st.NetLease == nil {
+		return nil
+	}
+	return netns.ReleaseSession(*st.NetLease, st.PID, st.StartTime)
 }
 
 func destroyStateCgroup(st *sessionState) error {
@@ -1075,6 +1099,9 @@ func (s *Session) Remove() (int, error) {
 		if err != nil && err != unix.ESRCH {
 			return 0, os.NewSyscallError("pidfd_send_signal", err)
 		}
+	}
+	if err := releaseNetwork(st); err != nil {
+		return killed, err
 	}
 	if err := destroyStateCgroup(st); err != nil {
 		return killed, err

@@ -437,3 +437,63 @@ func TestNetworkModes(t *testing.T) {
 		assert.Contains(t, r.stderr, "network", "%v names the field", bad)
 	}
 }
+
+// outerSess runs `jail session SUB --state-dir DIR args...` in the outer
+// namespace.
+func (n *testNet) outerSess(t *testing.T, dir, sub string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, "nsenter", append([]string{"--net=/run/netns/" + n.outer, jailBin, "session", sub, "--state-dir", dir}, args...)...)
+	c.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	_ = c.Run()
+	return result{stdout: out.String(), stderr: errb.String(), code: c.ProcessState.ExitCode()}
+}
+
+func TestNetworkEgressSession(t *testing.T) {
+	requireRoot(t)
+	n := newTestNet(t)
+	dir := sessionDir(t)
+	t.Cleanup(func() { n.outerSess(t, dir, "rm", "net"); n.outerSess(t, dir, "rm", "short") }) // when the test fails midway
+	r := n.outerSess(t, dir, "create", "--id", "net", "--profile", "strict", "--ro-bind", binDir+":/probe",
+		"--net", "egress", "--allow", hostA+":8080")
+	require.Equal(t, 0, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
+	// Every command of the session is held to the list, and the network
+	// outlives the command that made the session.
+	for i := 0; i < 2; i++ {
+		r = n.outerSess(t, dir, "exec", "net", "--", "sh", "-c",
+			"/probe/probe net tcp "+hostA+" 8080; /probe/probe net tcp "+hostB+" 8080; /probe/probe net tcp "+metadata+" 80; exit 0")
+		require.Equal(t, 0, r.code, r.stderr)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		require.Len(t, lines, 3, r.stdout)
+		assert.Contains(t, lines[0], "ok hello from "+hostA)
+		refusedFast(t, "B from the session", lines[1])
+		refusedFast(t, "metadata from the session", lines[2])
+	}
+	var info jail.SessionInfo
+	r = n.outerSess(t, dir, "inspect", "--json", "net")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &info), r.stderr)
+	assert.Equal(t, jail.NetworkEgress, info.Isolation.Network.Mode)
+	assert.NotEmpty(t, info.Isolation.Network.Address)
+	assert.NotEmpty(t, n.leftovers(t), "the session's network is there while it runs")
+	// jail check --clean leaves a live session's network alone.
+	assert.NotContains(t, n.in(t, n.outer, jailBin, "check", "--clean"), "lease")
+	r = n.outerSess(t, dir, "exec", "net", "--", "/probe/probe", "net", "tcp", hostA, "8080")
+	assert.Contains(t, r.stdout, "ok hello")
+
+	r = n.outerSess(t, dir, "rm", "net")
+	require.Equal(t, 0, r.code, r.stderr)
+	n.requireNoLeftovers(t)
+
+	// A session that ends by its TTL: whoever looks next removes its
+	// network.
+	r = n.outerSess(t, dir, "create", "--id", "short", "--ttl", "1s", "--net", "egress", "--allow", hostA+":8080")
+	require.Equal(t, 0, r.code, r.stderr)
+	time.Sleep(1500 * time.Millisecond)
+	r = n.outerSess(t, dir, "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "short")
+	n.requireNoLeftovers(t)
+}

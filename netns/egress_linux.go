@@ -90,6 +90,10 @@ func tryLease(i int) (*Lease, bool, error) {
 		// and our lock: the lock is ours only if the file is still there.
 		var a, b unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &a) == nil && unix.Lstat(path, &b) == nil && a.Ino == b.Ino && a.Dev == b.Dev {
+			if sessionAlive(f) {
+				f.Close() // a session's, whose PID 1 holds it without a lock
+				return nil, false, nil
+			}
 			return &Lease{Index: i, f: f, path: path}, a.Size > 0, nil
 		}
 		f.Close()
@@ -104,6 +108,96 @@ func (l *Lease) Release() {
 	_ = os.Remove(l.path) // while still locked: the next holder makes a new one
 	l.f.Close()
 	l.f = nil
+}
+
+// Hand gives the lease to a long-lived process that does not hold its
+// lock, a session's PID 1: its file names the process (pid and start
+// time), and the lease is in use for as long as that process lives. The
+// caller keeps nothing.
+func (l *Lease) Hand(pid int, start uint64) error {
+	if l == nil || l.f == nil {
+		return errors.New("lease: not held")
+	}
+	err := l.f.Truncate(0)
+	if err == nil {
+		_, err = l.f.WriteAt([]byte(fmt.Sprintf("%d %d session\n", pid, start)), 0)
+	}
+	if err == nil {
+		err = l.f.Sync()
+	}
+	l.f.Close()
+	l.f = nil
+	return err
+}
+
+// sessionAlive reports whether lease file f names a session's PID 1 that
+// still runs.
+func sessionAlive(f *os.File) bool {
+	b := make([]byte, 64)
+	n, _ := f.ReadAt(b, 0)
+	pid, start, ok := parseSessionOwner(string(b[:n]))
+	return ok && processStart(pid) == start
+}
+
+func parseSessionOwner(s string) (int, uint64, bool) {
+	f := strings.Fields(s)
+	if len(f) != 3 || f[2] != "session" {
+		return 0, 0, false
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	return pid, start, err1 == nil && err2 == nil && pid > 0
+}
+
+// processStart is the start time (field 22 of /proc/PID/stat) of a live
+// process, 0 when there is none.
+func processStart(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
+}
+
+// ReleaseSession removes what a session's egress network left once its
+// PID 1 (pid, start) is gone: its chains, map elements and set of refused
+// destinations, its veth if the kernel has not yet, and its lease — only
+// if the lease still names that process (another jail may have taken it
+// over after it died).
+func ReleaseSession(index, pid int, start uint64) error {
+	l, _, err := tryLease(index)
+	if err != nil || l == nil {
+		return err // in use: by the session still, or by another jail
+	}
+	b := make([]byte, 64)
+	n, _ := l.f.ReadAt(b, 0)
+	if p, st, ok := parseSessionOwner(string(b[:n])); !ok || p != pid || st != start {
+		l.keep() // not ours any more: another's, or a dead holder's for Prune
+		return nil
+	}
+	if err := removeLeftovers(index, true); err != nil {
+		l.keep()
+		return err
+	}
+	l.Release()
+	return nil
+}
+
+// Detach leaves the network in place for a session's PID 1 (pid, start),
+// handing it the lease: ReleaseSession removes it once that process is
+// gone. It returns the lease index.
+func (l *Link) Detach(pid int, start uint64) (int, error) {
+	l.veth, l.chains = false, false
+	return l.e.Index, l.lease.Hand(pid, start)
 }
 
 // keep lets the index go but leaves its file, with this process's pid, as

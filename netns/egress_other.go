@@ -38,3 +38,9 @@ func HostNets() ([]netip.Prefix, error) { return nil, errNotLinux }
 
 // CloseAfterExit does nothing.
 func (*Link) CloseAfterExit() error { return nil }
+
+// Detach reports that egress networks need Linux.
+func (*Link) Detach(int, uint64) (int, error) { return 0, errNotLinux }
+
+// ReleaseSession does nothing.
+func ReleaseSession(int, int, uint64) error { return nil }
