@@ -5,7 +5,8 @@
 #   none     jail run --profile strict -- /bin/true              (its own, lo only)
 #   egress   jail run --profile strict --net egress --allow 10.99.9.2:80 -- /bin/true
 #
-# interleaved (bench/cmd/benchrun), "none" the base. Everything runs in a
+# interleaved (bench/cmd/benchrun), "none" the base; then the throughput
+# of none and egress with 8 runs in flight (3 rounds of 40 runs each). Everything runs in a
 # network namespace this script makes (with a veth pair towards
 # 10.99.9.0/24 that forwards), so the veths and tables egress jails make
 # never touch this machine's own network; no packet is sent. Root only.
@@ -28,5 +29,11 @@ nsenter --net="/run/netns/$ns" sh -c 'echo 1 > /proc/sys/net/ipv4/conf/uplink/fo
 
 nsenter --net="/run/netns/$ns" "$tmp/benchrun" -n "$rounds" -w 5 -base none \
 	-c "nonet=$jail_bin run --profile strict --net host -- /bin/true" \
+	-c "none=$jail_bin run --profile strict -- /bin/true" \
+	-c "egress=$jail_bin run --profile strict --net egress --allow 10.99.9.2:80 -- /bin/true"
+
+echo
+echo "== throughput, 8 in flight =="
+nsenter --net="/run/netns/$ns" "$tmp/benchrun" -n 3 -inflight 8 -batch 40 -base none \
 	-c "none=$jail_bin run --profile strict -- /bin/true" \
 	-c "egress=$jail_bin run --profile strict --net egress --allow 10.99.9.2:80 -- /bin/true"
