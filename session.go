@@ -325,8 +325,10 @@ type sessionState struct {
 	CgroupName string            `json:"cgroup_name,omitempty"`
 	Cgroup     []cgroup.DirState `json:"cgroup,omitempty"`
 	// NetLease is an egress session's lease index: its veth, chains and
-	// lease, handed to its PID 1, are removed once that is gone.
-	NetLease *int `json:"net_lease,omitempty"`
+	// lease, handed to its PID 1, are removed once that is gone; NetMark
+	// its conntrack mark.
+	NetLease *int   `json:"net_lease,omitempty"`
+	NetMark  uint32 `json:"net_mark,omitempty"`
 }
 
 const sessionStateSchema = "jail.session-state/v1"

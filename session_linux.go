@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -311,12 +313,12 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 				// (Should the state not be written, PID 1 is killed by the
 				// clone's undo, and the next jail to take the lease, or jail
 				// check --clean, removes what is left.)
-				idx, err := c.net.Detach(pid, start)
+				e, err := c.net.Detach(pid, start)
 				c.net = nil
 				if err != nil {
 					return err
 				}
-				st.NetLease = &idx
+				st.NetLease, st.NetMark = &e.Index, e.Mark
 			}
 			return writeState(dir, &st)
 		}},
@@ -1024,6 +1026,64 @@ func (s *Session) setPaused(on bool) error {
 		return err
 	}
 	st.Paused = on
+	return writeState(dir, st)
+}
+
+// SetAllow replaces an egress session's allow-list while it runs, in one
+// transaction of its rules: its commands reach what allow lists from
+// then on, and a connection to a destination no longer listed is refused
+// at its next packet. Host names cannot be changed (they were pinned in
+// the session's /etc/hosts, which is read-only): give addresses.
+func (s *Session) SetAllow(allow []string) error {
+	dir, st, lock, err := s.lockLive()
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if st.NetLease == nil || st.Spec.Network.Mode != NetworkEgress {
+		return &SpecError{Field: "network.allow", Value: strings.Join(allow, ","), Err: fmt.Errorf("session %s has no egress network", s.id)}
+	}
+	spec := st.Spec
+	spec.Network.Allow = allow
+	dests, err := spec.validateNetwork()
+	if err != nil {
+		return err
+	}
+	// The names the session was made with keep the addresses pinned in
+	// its /etc/hosts then; no other name can be added.
+	pinned := map[string][]netip.Addr{}
+	for _, a := range st.Isolation.Network.Allow {
+		d, err := netns.ParseDest(a.Dest)
+		if err != nil || d.Host == "" {
+			continue
+		}
+		for _, r := range a.Resolved {
+			if rd, err := netns.ParseDest(r); err == nil && rd.Host == "" && !slices.Contains(pinned[d.Host], rd.Prefix.Addr()) {
+				pinned[d.Host] = append(pinned[d.Host], rd.Prefix.Addr())
+			}
+		}
+	}
+	for i, d := range dests {
+		if d.Host != "" && len(pinned[d.Host]) == 0 {
+			return &SpecError{Field: fmt.Sprintf("network.allow[%d]", i), Value: d.Raw,
+				Err: errors.New("a host name is pinned in the session's /etc/hosts when it is made, and one it was not made with cannot be added: give its addresses")}
+		}
+	}
+	dests, info := egressDests(dests, pinned)
+	hostNets, err := netns.HostNets()
+	if err != nil {
+		return err
+	}
+	e, err := netns.Plan(netns.Config{Pool: spec.Network.pool(), Index: *st.NetLease, Allow: dests, HostNets: hostNets,
+		Mark: st.NetMark, LogDenied: spec.Network.LogDenied})
+	if err != nil {
+		return err
+	}
+	if err := netns.Replace(e); err != nil {
+		return err
+	}
+	st.Spec = spec
+	st.Isolation.Network.Allow = info
 	return writeState(dir, st)
 }
 

@@ -88,3 +88,6 @@ func (m *Sessions) ExportSnapshot(string, io.Writer) error { return ErrNotSuppor
 
 // DefaultWorkspaceDir returns ErrNotSupported.
 func DefaultWorkspaceDir() (string, error) { return "", ErrNotSupported }
+
+// SetAllow returns ErrNotSupported.
+func (s *Session) SetAllow([]string) error { return ErrNotSupported }

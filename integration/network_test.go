@@ -483,6 +483,23 @@ func TestNetworkEgressSession(t *testing.T) {
 	r = n.outerSess(t, dir, "exec", "net", "--", "/probe/probe", "net", "tcp", hostA, "8080")
 	assert.Contains(t, r.stdout, "ok hello")
 
+	// The list changes while the session runs: B now, A no more.
+	r = n.outerSess(t, dir, "update", "net", "--allow", hostB+":8080")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = n.outerSess(t, dir, "exec", "net", "--", "sh", "-c",
+		"/probe/probe net tcp "+hostB+" 8080; /probe/probe net tcp "+hostA+" 8080; exit 0")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2, r.stdout+r.stderr)
+	assert.Contains(t, lines[0], "ok hello from "+hostB, "newly allowed")
+	refusedFast(t, "A after the update", lines[1])
+	r = n.outerSess(t, dir, "inspect", "--json", "net")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &info), r.stderr)
+	assert.Equal(t, []jail.AllowInfo{{Dest: hostB + ":8080", Resolved: []string{hostB + ":8080"}}}, info.Isolation.Network.Allow)
+	for _, bad := range [][]string{{"--allow", "new.example"}, {"--allow", "10.0.0.1:0"}, {}} {
+		r = n.outerSess(t, dir, "update", append([]string{"net"}, bad...)...)
+		assert.Equal(t, 125, r.code, "%v: %s", bad, r.stderr)
+	}
+
 	r = n.outerSess(t, dir, "rm", "net")
 	require.Equal(t, 0, r.code, r.stderr)
 	n.requireNoLeftovers(t)

@@ -194,10 +194,29 @@ func ReleaseSession(index, pid int, start uint64) error {
 
 // Detach leaves the network in place for a session's PID 1 (pid, start),
 // handing it the lease: ReleaseSession removes it once that process is
-// gone. It returns the lease index.
-func (l *Link) Detach(pid int, start uint64) (int, error) {
+// gone. It returns the plan, whose Index and Mark Replace needs.
+func (l *Link) Detach(pid int, start uint64) (*Egress, error) {
 	l.veth, l.chains = false, false
-	return l.e.Index, l.lease.Hand(pid, start)
+	return l.e, l.lease.Hand(pid, start)
+}
+
+// Replace swaps the rules of a running jail for e's (the same lease and
+// mark, another allow-list), in one transaction: no packet sees a mix,
+// and a connection to a destination no longer listed is refused at its
+// next packet (what the jail sends is judged by the list alone).
+func Replace(e *Egress) error {
+	return withNft(func(conn *nftables.Conn) error {
+		if _, err := conn.ListTableOfFamily(TableName, nftables.TableFamilyINet); err != nil {
+			return fmt.Errorf("table inet %s: %w", TableName, err)
+		}
+		for _, d := range Dispatches {
+			if _, err := conn.ListChain(table, e.ChainName(d.Chain)); err != nil {
+				return fmt.Errorf("chain %s: %w", e.ChainName(d.Chain), err)
+			}
+		}
+		l := &Link{e: e}
+		return l.loadRulesOn(conn)
+	})
 }
 
 // keep lets the index go but leaves its file, with this process's pid, as

@@ -40,7 +40,10 @@ func HostNets() ([]netip.Prefix, error) { return nil, errNotLinux }
 func (*Link) CloseAfterExit() error { return nil }
 
 // Detach reports that egress networks need Linux.
-func (*Link) Detach(int, uint64) (int, error) { return 0, errNotLinux }
+func (*Link) Detach(int, uint64) (*Egress, error) { return nil, errNotLinux }
+
+// Replace reports that egress networks need Linux.
+func Replace(*Egress) error { return errNotLinux }
 
 // ReleaseSession does nothing.
 func ReleaseSession(int, int, uint64) error { return nil }

@@ -44,7 +44,7 @@ $XDG_RUNTIME_DIR/jail otherwise), 0700, so one user's sessions are invisible to 
 	root.PersistentFlags().StringVar(&wsDir, "workspace-dir", "", "directory of dir workspaces (default $JAIL_WORKSPACE_DIR, /var/lib/jail/workspaces as root, else $XDG_DATA_HOME/jail/workspaces)")
 	m := func() *jail.Sessions { return &jail.Sessions{Dir: stateDir, SnapshotDir: snapDir, WorkspaceDir: wsDir} }
 	root.AddCommand(newSessionCreate(m, stdout), newSessionExec(m, stdout, stderr), newSessionList(m, stdout),
-		newSessionInspect(m, stdout), newSessionPause(m, true), newSessionPause(m, false), newSessionRm(m, stdout),
+		newSessionInspect(m, stdout), newSessionPause(m, true), newSessionPause(m, false), newSessionUpdate(m), newSessionRm(m, stdout),
 		newSessionGC(m, stdout), newSessionPut(m), newSessionGet(m, stdout), newSessionLs(m, stdout), newSessionMv(m),
 		newSessionCp(m, stdout), newSessionSnapshot(m, stdout), newSessionRestore(m), newSessionFork(m, stdout))
 	return root
@@ -327,6 +327,32 @@ func newSessionPause(m func() *jail.Sessions, pause bool) *cobra.Command {
 			return sessionError(s.Resume())
 		},
 	}
+}
+
+func newSessionUpdate(m func() *jail.Sessions) *cobra.Command {
+	var allow []string
+	cmd := &cobra.Command{
+		Use:   "update ID --allow DEST...",
+		Short: "Replace a running egress session's allow-list",
+		Long: `update replaces the allow-list of a session made with --net egress, in one transaction of its rules:
+its commands reach what the new list names from then on, and a connection to a destination no longer
+listed is refused at its next packet. DEST is as for --allow of run; host names are limited to those
+the session was made with (they are pinned in its /etc/hosts, with the addresses they had then).`,
+		Example: `  jail session update "$id" --allow 10.0.0.5:443 --allow udp/10.0.0.53:53`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(allow) == 0 {
+				return usageError("--allow: give the new list, one or more destinations")
+			}
+			s, err := m().Get(args[0])
+			if err != nil {
+				return sessionError(err)
+			}
+			return sessionError(s.SetAllow(allow))
+		},
+	}
+	cmd.Flags().StringArrayVar(&allow, "allow", nil, "a destination of the new list: `[tcp/|udp/]DEST[:PORT[-PORT]]` (repeatable)")
+	return cmd
 }
 
 func newSessionRm(m func() *jail.Sessions, stdout io.Writer) *cobra.Command {
