@@ -275,6 +275,29 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 		}},
 		{name: "clone", do: func() error { return c.spawnDetached(append(files, ctl)) }, undo: c.abort},
 		{name: "network", do: c.setupNetwork, undo: c.closeNetwork},
+		{name: "network lease", do: func() error {
+			if c.net == nil {
+				return nil
+			}
+			// The network stays with PID 1, which holds the lease from
+			// now on, before the session runs anything: Remove, or
+			// whoever finds PID 1 gone, takes it away. (Should a later
+			// step fail, the clone's undo kills PID 1, and the next jail
+			// to take the lease, or jail check --clean, removes what is
+			// left.)
+			pid := c.child.Pid()
+			start, _, err := processIdentity(pid)
+			if err != nil {
+				return err
+			}
+			e, err := c.net.Detach(pid, start)
+			c.net = nil
+			if err != nil {
+				return err
+			}
+			st.NetLease, st.NetMark = &e.Index, e.Mark
+			return nil
+		}},
 		{name: "ready", do: c.awaitReady},
 		{name: "go", do: func() error {
 			c.child.ClosePlan()
@@ -307,19 +330,6 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			}
 			st.Join, st.Process, st.Isolation = joinTemplate(c.l), c.l.proc, c.l.iso
 			st.Creating = from != nil // until the snapshot's files are in
-			if c.net != nil {
-				// The network stays with PID 1, which holds the lease from
-				// now on: Remove, or whoever finds it dead, takes it away.
-				// (Should the state not be written, PID 1 is killed by the
-				// clone's undo, and the next jail to take the lease, or jail
-				// check --clean, removes what is left.)
-				e, err := c.net.Detach(pid, start)
-				c.net = nil
-				if err != nil {
-					return err
-				}
-				st.NetLease, st.NetMark = &e.Index, e.Mark
-			}
 			return writeState(dir, &st)
 		}},
 	}
@@ -1079,7 +1089,7 @@ func (s *Session) SetAllow(allow []string) error {
 	if err != nil {
 		return err
 	}
-	if err := netns.Replace(e); err != nil {
+	if err := netns.Replace(e, st.PID, st.StartTime); err != nil {
 		return err
 	}
 	st.Spec = spec

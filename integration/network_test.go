@@ -27,8 +27,8 @@ import (
 // 169.254.169.254 and fd00:99:1::2), B (10.99.2.2) and C (11.99.3.2 on
 // the outer host's LAN, and 11.99.4.2 behind it: "the internet") are
 // linked to it by veth pairs it forwards to. The outer namespace has no
-// other link and no default route: 11.99.x is a label inside the test's
-// namespaces, never sent anywhere else.
+// other link, and its default route leads to C: 11.99.x is a label inside
+// the test's namespaces, never sent anywhere else.
 type testNet struct {
 	outer, a, b, c string // namespace names, under /run/netns
 }
@@ -71,6 +71,9 @@ func newTestNet(t *testing.T) *testNet {
 	}
 	sh(t, "ip", "-n", n.c, "addr", "add", internet+"/32", "dev", "eth0")
 	sh(t, "ip", "-n", n.outer, "route", "add", "11.99.4.0/24", "via", hostC)
+	// A default route, as hosts have: towards C, so that nothing leaves
+	// the test's namespaces either way.
+	sh(t, "ip", "-n", n.outer, "route", "add", "default", "via", hostC)
 	sh(t, "ip", "-n", n.a, "addr", "add", metadata+"/32", "dev", "eth0")
 	sh(t, "ip", "-n", n.outer, "route", "add", metadata+"/32", "via", hostA)
 	sh(t, "ip", "-n", n.a, "-6", "addr", "add", hostA6+"/64", "dev", "eth0", "nodad")

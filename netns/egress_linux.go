@@ -16,6 +16,7 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -175,13 +176,23 @@ func processStart(pid int) uint64 {
 // over after it died).
 func ReleaseSession(index, pid int, start uint64) error {
 	l, _, err := tryLease(index)
-	if err != nil || l == nil {
-		return err // in use: by the session still, or by another jail
+	if err != nil {
+		return err
+	}
+	if l == nil { // in use: by the session still, or by another jail
+		if processStart(pid) == start {
+			return fmt.Errorf("the session's PID 1 (%d) still runs: its network stays", pid)
+		}
+		return nil
 	}
 	b := make([]byte, 64)
 	n, _ := l.f.ReadAt(b, 0)
 	if p, st, ok := parseSessionOwner(string(b[:n])); !ok || p != pid || st != start {
-		l.keep() // not ours any more: another's, or a dead holder's for Prune
+		if n == 0 {
+			l.Release() // made just now by tryLease: no one's
+		} else {
+			l.keep() // not ours any more: another's, or a dead holder's for Prune
+		}
 		return nil
 	}
 	if err := removeLeftovers(index, true); err != nil {
@@ -204,11 +215,25 @@ func (l *Link) Detach(pid int, start uint64) (*Egress, error) {
 // mark, another allow-list), in one transaction: no packet sees a mix,
 // and a connection to a destination no longer listed is refused at its
 // next packet (what the jail sends is judged by the list alone).
-func Replace(e *Egress) error {
+func Replace(e *Egress, pid int, start uint64) error {
+	// Under the lease's lock, and only while it names the session's PID
+	// 1, alive: never another jail's chains, should the session have
+	// ended and its index been taken since.
+	path := filepath.Join(LeaseDir, "lease-"+strconv.Itoa(e.Index))
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the session's lease %d: %w", e.Index, err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fmt.Errorf("the session's lease %d is another jail's now", e.Index)
+	}
+	b := make([]byte, 64)
+	n, _ := f.ReadAt(b, 0)
+	if p, st, ok := parseSessionOwner(string(b[:n])); !ok || p != pid || st != start || processStart(pid) != start {
+		return fmt.Errorf("the session's lease %d is not its own any more (its PID 1 is gone)", e.Index)
+	}
 	return withNft(func(conn *nftables.Conn) error {
-		if _, err := conn.ListTableOfFamily(TableName, nftables.TableFamilyINet); err != nil {
-			return fmt.Errorf("table inet %s: %w", TableName, err)
-		}
 		for _, d := range Dispatches {
 			if _, err := conn.ListChain(table, e.ChainName(d.Chain)); err != nil {
 				return fmt.Errorf("chain %s: %w", e.ChainName(d.Chain), err)
@@ -273,6 +298,10 @@ func removeLeftovers(i int, stale bool) error {
 			if err := conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
 				return fmt.Errorf("left-over chain %s: %w", e.ChainName(d.Chain), err)
 			}
+		}
+		conn.DelSet(&nftables.Set{Table: table, Name: e.DeniedSet()}) // once no chain refers to it
+		if err := conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("left-over set %s: %w", e.DeniedSet(), err)
 		}
 		return nil
 	})
@@ -433,8 +462,8 @@ func checkRoutes(e *Egress) error {
 			continue
 		}
 		dst := netip.PrefixFrom(p.Unmap(), ones)
-		if !dst.Overlaps(e.Pool) {
-			continue
+		if dst.Bits() == 0 || !dst.Overlaps(e.Pool) {
+			continue // a default route covers everything and claims nothing
 		}
 		link, err := netlink.LinkByIndex(r.LinkIndex)
 		if err != nil {
@@ -492,7 +521,7 @@ func HostNets() ([]netip.Prefix, error) {
 		}
 		a, ok := netip.AddrFromSlice(r.Dst.IP)
 		ones, _ := r.Dst.Mask.Size()
-		if ok {
+		if ok && ones > 0 { // "default dev wg0" is not a network of the host's
 			nets = append(nets, netip.PrefixFrom(a.Unmap(), ones).Masked())
 		}
 	}
@@ -524,26 +553,37 @@ func withNft(f func(*nftables.Conn) error) error {
 	nftMu.Lock()
 	defer nftMu.Unlock()
 	if nftConn == nil {
-		c, err := nftables.New(nftables.AsLasting())
+		// Every message of a batch is acknowledged: room for a few
+		// thousand acks, not the default's few hundred.
+		c, err := nftables.New(nftables.AsLasting(), nftables.WithSockOptions(func(c *mdnetlink.Conn) error { return c.SetReadBuffer(4 << 20) }))
 		if err != nil {
 			return fmt.Errorf("nftables: %w", err)
 		}
 		nftConn = c
 	}
-	return f(nftConn)
+	err := f(nftConn)
+	if err != nil {
+		// What a failed batch left queued, or a sticky error of the
+		// library's, must not reach the next batch: start afresh.
+		_ = nftConn.CloseLasting()
+		nftConn = nil
+	}
+	return err
 }
 
 // table is the shared table of egress jails.
 var table = &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
 
-// ensureTable makes the shared table, its base chains, maps and dispatch
-// rules, in one transaction, unless it exists: once per boot, the only
-// time jail registers hooks. A concurrent maker's table is as good.
-func ensureTable(conn *nftables.Conn) error {
-	if _, err := conn.ListTableOfFamily(TableName, nftables.TableFamilyINet); err == nil {
-		return nil
-	}
-	conn.CreateTable(table) // exclusive: the whole transaction fails if it exists
+// assertTable queues, at the head of a batch, the shared table as it must
+// be: the table, its base chains, its maps, and the base chains' rules
+// put back (flushed and added again: no hook is registered again, and a
+// base chain someone flushed, or a table someone deleted, is whole again
+// in the same transaction as the jail's own rules). After the dispatch,
+// any packet of an interface named jail* that no jail's chain took is
+// dropped: a veth whose chains are gone, or not yet there, carries
+// nothing.
+func assertTable(conn *nftables.Conn) error {
+	conn.AddTable(table)
 	policy := nftables.ChainPolicyAccept
 	bases := map[string]*nftables.Chain{}
 	for _, b := range []struct {
@@ -555,7 +595,9 @@ func ensureTable(conn *nftables.Conn) error {
 		{"input", nftables.ChainTypeFilter, nftables.ChainHookInput, nftables.ChainPriorityFilter},
 		{"output", nftables.ChainTypeFilter, nftables.ChainHookOutput, nftables.ChainPriorityFilter},
 		{"postrouting", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource}} {
-		bases[b.name] = conn.AddChain(&nftables.Chain{Name: b.name, Table: table, Type: b.typ, Hooknum: b.hook, Priority: b.prio, Policy: &policy})
+		c := conn.AddChain(&nftables.Chain{Name: b.name, Table: table, Type: b.typ, Hooknum: b.hook, Priority: b.prio, Policy: &policy})
+		conn.FlushChain(c)
+		bases[b.name] = c
 	}
 	for _, d := range Dispatches {
 		m := dispatchMap(d)
@@ -571,8 +613,16 @@ func ensureTable(conn *nftables.Conn) error {
 			&expr.Lookup{SourceRegister: 1, SetName: m.Name, SetID: m.ID, DestRegister: 0, IsDestRegSet: true},
 		}})
 	}
-	if err := conn.Flush(); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("nftables table inet %s: %w", TableName, err)
+	for _, c := range CatchAlls {
+		key := expr.MetaKeyIIFNAME
+		if c.ByOIF {
+			key = expr.MetaKeyOIFNAME
+		}
+		conn.AddRule(&nftables.Rule{Table: table, Chain: bases[c.Base], Exprs: []expr.Any{
+			&expr.Meta{Key: key, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(HostIfPrefix)}, // a prefix: "jail*"
+			&expr.Verdict{Kind: expr.VerdictDrop},
+		}})
 	}
 	return nil
 }
@@ -591,7 +641,7 @@ func (l *Link) loadRules() error {
 }
 
 func (l *Link) loadRulesOn(conn *nftables.Conn) error {
-	if err := ensureTable(conn); err != nil {
+	if err := assertTable(conn); err != nil {
 		return err
 	}
 	var denied *nftables.Set
@@ -745,12 +795,24 @@ func exprs(r Rule, mark uint32, set, denied *nftables.Set) []expr.Any {
 		x = append(x, &expr.Ct{Register: 1, Key: expr.CtKeyMARK})
 		cmp(expr.CmpOpEq, binaryutil.NativeEndian.PutUint32(mark))
 	}
+	if r.OtherProto {
+		x = append(x, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1})
+		cmp(expr.CmpOpNeq, []byte{unix.IPPROTO_TCP})
+		cmp(expr.CmpOpNeq, []byte{unix.IPPROTO_UDP})
+	}
 	if r.Log && denied != nil {
-		// The key in the 32-bit registers 8, 9, 10, as nft concatenates.
+		// The key in the 32-bit registers 8, 9, 10, as nft concatenates;
+		// the port only for TCP and UDP.
+		port := expr.Any(&expr.Payload{DestRegister: 10, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2})
+		if r.Proto == "" {
+			port = &expr.Immediate{Register: 10, Data: make([]byte, 4)}
+		}
 		x = append(x,
+			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
 			&expr.Payload{DestRegister: 8, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 9},
-			&expr.Payload{DestRegister: 10, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			port,
 			&expr.Dynset{SrcRegKey: 8, SetName: denied.Name, SetID: denied.ID, Operation: unix.NFT_DYNSET_OP_ADD})
 	}
 	if r.Counter {
@@ -856,6 +918,11 @@ func (l *Link) Close() error {
 // caller's path (deleting it here waits for an RCU grace period, about
 // 20 ms).
 func (l *Link) CloseAfterExit() error {
+	// Nothing is forwarded from the veth any more, whatever might still
+	// hold its namespace; the catch-all rules drop the rest.
+	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+l.e.HostIf+"/forwarding", []byte("0"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("forwarding on %s: %w", l.e.HostIf, err)
+	}
 	l.veth = false
 	return l.Close()
 }

@@ -43,7 +43,7 @@ func (*Link) CloseAfterExit() error { return nil }
 func (*Link) Detach(int, uint64) (*Egress, error) { return nil, errNotLinux }
 
 // Replace reports that egress networks need Linux.
-func Replace(*Egress) error { return errNotLinux }
+func Replace(*Egress, int, uint64) error { return errNotLinux }
 
 // ReleaseSession does nothing.
 func ReleaseSession(int, int, uint64) error { return nil }

@@ -113,6 +113,16 @@ var Dispatches = []Dispatch{
 	{"postrouting", "type nat hook postrouting priority srcnat; policy accept;", "post_from", false, Post},
 }
 
+// CatchAll is a base chain's rule after the dispatch: it drops what an
+// interface named jail* (ByOIF: to one) carries that no jail's chain took.
+type CatchAll struct {
+	Base  string
+	ByOIF bool
+}
+
+// CatchAlls are the shared table's rules after the dispatch, in order.
+var CatchAlls = []CatchAll{{"forward", false}, {"forward", true}, {"input", false}, {"output", true}}
+
 // ChainName is the name of the jail's chain c.
 func (e *Egress) ChainName(c Chain) string { return e.HostIf + "-" + string(c) }
 
@@ -155,9 +165,12 @@ type Rule struct {
 	// Mark matches connections whose conntrack mark is Egress.Mark;
 	// SetMark sets it.
 	Mark, SetMark bool
-	// Log adds the packet's destination (address, protocol, port) to the
-	// jail's set of refused destinations.
+	// Log adds the packet's destination (address, protocol, port: 0
+	// unless Proto is TCP or UDP) to the jail's set of refused
+	// destinations.
 	Log bool
+	// OtherProto matches protocols other than TCP and UDP.
+	OtherProto bool
 	// Counter counts the packets and bytes the rule matches; Name says
 	// what for (the apply side reads the counters by it).
 	Counter bool
@@ -343,19 +356,26 @@ func (e *Egress) rules() []Rule {
 	rs = append(rs,
 		Rule{Chain: Input, IIF: j, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
 		Rule{Chain: Input, IIF: j, Counter: true, Name: CountDenied, Verdict: Reject},
-		Rule{Chain: Output, OIF: j, SetMark: true},
+		Rule{Chain: Output, OIF: j, SetMark: true, Verdict: Accept},
 		Rule{Chain: Post, SAddr: e.JailAddr, OIF: j, NotOIF: true, Verdict: Masquerade},
 	)
 	if e.LogDenied > 0 {
-		// Before each refusal, a rule of its own that records the
+		// Before each refusal, rules of their own that record the
 		// destination: loading a port can fail (no transport header),
-		// which ends that rule only, never the refusal after it.
-		logged := make([]Rule, 0, 2*len(rs))
+		// which ends that rule only, never the refusal after it. A port
+		// only for TCP and UDP; 0 for the rest.
+		logged := make([]Rule, 0, 3*len(rs))
 		for _, r := range rs {
 			if r.Name == CountDenied {
 				l := r
 				l.Counter, l.Name, l.Verdict, l.Log = false, "", Continue, true
-				logged = append(logged, l)
+				if r.Proto != "" {
+					logged = append(logged, l)
+				} else {
+					tcp, udp, other := l, l, l
+					tcp.Proto, udp.Proto, other.OtherProto = TCP, UDP, true
+					logged = append(logged, tcp, udp, other)
+				}
 			}
 			logged = append(logged, r)
 		}
@@ -399,6 +419,15 @@ func (e *Egress) Ruleset() string {
 		}
 		fmt.Fprintf(&b, "\t\t%s vmap @%s\n", dir, d.Map)
 		if i == len(Dispatches)-1 || Dispatches[i+1].Base != d.Base {
+			for _, c := range CatchAlls {
+				if c.Base == d.Base {
+					dir := "iifname"
+					if c.ByOIF {
+						dir = "oifname"
+					}
+					fmt.Fprintf(&b, "\t\t%s %q drop\n", dir, HostIfPrefix+"*")
+				}
+			}
 			b.WriteString("\t}\n")
 		}
 	}
@@ -454,6 +483,8 @@ func (r Rule) render(mark uint32, setName string) string {
 		w = append(w, string(r.Proto)+" dport "+ports)
 	case r.Proto != "":
 		w = append(w, "meta l4proto "+string(r.Proto))
+	case r.OtherProto:
+		w = append(w, "meta l4proto != { tcp, udp }")
 	}
 	if r.Counter {
 		w = append(w, "counter")
@@ -461,8 +492,10 @@ func (r Rule) render(mark uint32, setName string) string {
 	if r.SetMark {
 		w = append(w, fmt.Sprintf("ct mark set 0x%08x", mark))
 	}
-	if r.Log {
-		w = append(w, "add @"+setName+" { ip daddr . meta l4proto . th dport }")
+	if r.Log && r.Proto != "" {
+		w = append(w, "meta nfproto ipv4 add @"+setName+" { ip daddr . meta l4proto . th dport }")
+	} else if r.Log {
+		w = append(w, "meta nfproto ipv4 add @"+setName+" { ip daddr . meta l4proto . 0 }")
 	}
 	if r.Verdict == Reject {
 		w = append(w, "reject with icmpx admin-prohibited")
