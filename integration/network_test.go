@@ -333,7 +333,7 @@ func TestNetworkEgressConcurrentAndKilled(t *testing.T) {
 	// A jail that serves on its own address, which another jail, allowed
 	// the whole pool's network and more, cannot reach.
 	server := exec.Command("nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--json", "--profile", "strict", "--ro-bind", binDir+":/probe",
-		"--net", "egress", "--allow", hostA+":8080", "--timeout", "4s", "--", "sh", "-c",
+		"--net", "egress", "--allow", hostA+":8080", "--timeout", "6s", "--", "sh", "-c",
 		"/probe/probe serve tcp eth0 8000")
 	require.NoError(t, server.Start())
 	t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
@@ -354,7 +354,7 @@ func TestNetworkEgressConcurrentAndKilled(t *testing.T) {
 		return strings.HasPrefix(string(out), "ok hello")
 	}, 10*time.Second, 50*time.Millisecond, "the serving jail answers the host")
 
-	const jails = 12
+	const jails = 50
 	var wg sync.WaitGroup
 	outs := make([]string, jails)
 	for i := range jails {
@@ -369,7 +369,9 @@ func TestNetworkEgressConcurrentAndKilled(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(outs[i]), "\n")
 		require.Len(t, lines, 2, "jail %d: %s", i, outs[i])
 		assert.Contains(t, lines[0], "ok hello from "+hostA, "jail %d", i)
-		refusedFast(t, fmt.Sprintf("jail %d to another jail", i), lines[1])
+		// Refused; how fast is checked alone above (50 jails on 2 CPUs
+		// wait for one).
+		assert.True(t, strings.HasPrefix(lines[1], "errno "), "jail %d reached another jail: %s", i, lines[1])
 	}
 	_ = server.Wait() // its timeout ends it
 	assert.Equal(t, 124, server.ProcessState.ExitCode())
