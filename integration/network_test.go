@@ -286,6 +286,29 @@ func TestNetworkEgressJailCannotChangeIt(t *testing.T) {
 	assert.Contains(t, res.Stdout, "ok hello", "the network still works after the attempts")
 }
 
+func TestNetworkEgressBaseChainsRestored(t *testing.T) {
+	requireRoot(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Fatal("needs nft (apt-get install nftables)")
+	}
+	n := newTestNet(t)
+	_, got := n.probeLines(t, []string{hostA + ":8080"}, "tcp "+hostA+" 8080")
+	require.Contains(t, got["tcp "+hostA+" 8080"], "ok hello")
+	// Someone empties the shared table's base chains: the next egress run
+	// puts them back before its jail sends anything.
+	for _, c := range []string{"forward", "input", "output", "postrouting"} {
+		n.in(t, n.outer, "nft", "flush", "chain", "inet", "jail", c)
+	}
+	_, got = n.probeLines(t, []string{hostA + ":8080"}, "tcp "+hostA+" 8080", "tcp "+hostB+" 8080", "tcp "+metadata+" 80")
+	assert.Contains(t, got["tcp "+hostA+" 8080"], "ok hello")
+	refusedFast(t, "B after the base chains were flushed", got["tcp "+hostB+" 8080"])
+	refusedFast(t, "metadata after the base chains were flushed", got["tcp "+metadata+" 80"])
+	fwd := n.in(t, n.outer, "nft", "list", "chain", "inet", "jail", "forward")
+	assert.Contains(t, fwd, "iifname vmap @fwd_from")
+	assert.Contains(t, fwd, `iifname "jail*" drop`)
+	n.requireNoLeftovers(t)
+}
+
 func TestNetworkEgressHostname(t *testing.T) {
 	requireRoot(t)
 	n := newTestNet(t)
