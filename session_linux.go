@@ -241,6 +241,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 		Workspace: ss.Workspace, WorkspaceDir: wdir, Parent: parent, Spec: spec}
 	var files []*os.File
 	var ctl *os.File
+	var handed *netns.Egress // the network handed to PID 1
 	steps := []hostStep{
 		{name: "spec", do: func() error {
 			if err := c.plan(); err != nil {
@@ -281,10 +282,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			}
 			// The network stays with PID 1, which holds the lease from
 			// now on, before the session runs anything: Remove, or
-			// whoever finds PID 1 gone, takes it away. (Should a later
-			// step fail, the clone's undo kills PID 1, and the next jail
-			// to take the lease, or jail check --clean, removes what is
-			// left.)
+			// whoever finds PID 1 gone, takes it away.
 			pid := c.child.Pid()
 			start, _, err := processIdentity(pid)
 			if err != nil {
@@ -292,11 +290,19 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			}
 			e, err := c.net.Detach(pid, start)
 			c.net = nil
+			handed = e
 			if err != nil {
 				return err
 			}
 			st.NetLease, st.NetMark = &e.Index, e.Mark
 			return nil
+		}, undo: func() {
+			// A later step failed: the clone's undo kills PID 1 next.
+			if handed != nil {
+				if err := netns.Abandon(handed); err != nil {
+					c.log().Warn("network teardown", "err", err)
+				}
+			}
 		}},
 		{name: "ready", do: c.awaitReady},
 		{name: "go", do: func() error {

@@ -532,6 +532,13 @@ func TestNetworkEgressSession(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	n.requireNoLeftovers(t)
 
+	// A session whose making fails (its root cannot be made: a tmpfs over
+	// a file; the child dies while the network is being built) leaves
+	// nothing of its network.
+	r = n.outerSess(t, dir, "create", "--id", "broken", "--tmpfs", "/etc/hostname", "--net", "egress", "--allow", hostA+":8080")
+	require.Equal(t, 125, r.code, r.stdout+r.stderr)
+	n.requireNoLeftovers(t)
+
 	// A session that ends by its TTL: whoever looks next removes its
 	// network.
 	r = n.outerSess(t, dir, "create", "--id", "short", "--ttl", "1s", "--net", "egress", "--allow", hostA+":8080")

@@ -203,6 +203,16 @@ func ReleaseSession(index, pid int, start uint64) error {
 	return nil
 }
 
+// Abandon removes the network of e that Detach handed to a session's PID
+// 1 whose creation failed (PID 1 is being killed, and no command has run
+// in it): its veth, chains and lease file.
+func Abandon(e *Egress) error {
+	if err := removeLeftovers(e.Index, true); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(LeaseDir, "lease-"+strconv.Itoa(e.Index)))
+}
+
 // Detach leaves the network in place for a session's PID 1 (pid, start),
 // handing it the lease: ReleaseSession removes it once that process is
 // gone. It returns the plan, whose Index and Mark Replace needs.

@@ -47,3 +47,6 @@ func Replace(*Egress, int, uint64) error { return errNotLinux }
 
 // ReleaseSession does nothing.
 func ReleaseSession(int, int, uint64) error { return nil }
+
+// Abandon does nothing.
+func Abandon(*Egress) error { return nil }
