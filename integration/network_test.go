@@ -275,15 +275,24 @@ func TestNetworkEgressJailCannotChangeIt(t *testing.T) {
 	// The workload holds no capability: it can change neither its routes
 	// and addresses nor a firewall (its namespace's or the host's), nor
 	// send from a forged address.
+	// Nor can it go around the list below TCP and UDP: no raw socket
+	// (forged sources, any protocol), no packet socket (frames below IP),
+	// no ICMP echo socket, under either seccomp policy or none.
 	res, r := n.run(t, "--net", "egress", "--allow", hostA+":8080", "--", "sh", "-c",
 		"ip link set eth0 down; echo link=$?; ip addr add 10.99.1.77/32 dev eth0; echo addr=$?; "+
 			"ip route add 10.99.2.0/24 dev eth0; echo route=$?; nft flush ruleset; echo nft=$?; "+
+			"/probe/probe sys raw-socket >/dev/null; echo raw=$?; /probe/probe sys packet-socket >/dev/null; echo packet=$?; "+
+			"/probe/probe sys ping-socket >/dev/null; echo ping=$?; "+
 			"/probe/probe net tcp "+hostA+" 8080")
 	require.Equal(t, jail.StatusExited, res.Status, "stderr: %s", r.stderr)
-	for _, k := range []string{"link", "addr", "route", "nft"} {
+	for _, k := range []string{"link", "addr", "route", "nft", "raw", "packet", "ping"} {
 		assert.Regexp(t, k+`=[1-9]`, res.Stdout, "%s must fail", k)
 	}
 	assert.Contains(t, res.Stdout, "ok hello", "the network still works after the attempts")
+	res, r = n.run(t, "--net", "egress", "--allow", hostA+":8080", "--seccomp", "none", "--", "sh", "-c",
+		"/probe/probe sys raw-socket; /probe/probe sys packet-socket; /probe/probe sys ping-socket; exit 0")
+	require.Equal(t, jail.StatusExited, res.Status, "stderr: %s", r.stderr)
+	assert.Equal(t, 3, strings.Count(res.Stdout, "errno "), "without seccomp, the missing capabilities refuse them: %s", res.Stdout)
 }
 
 func TestNetworkEgressBaseChainsRestored(t *testing.T) {

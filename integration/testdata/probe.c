@@ -124,6 +124,11 @@ static long sys(const char *name)
 	if (!strcmp(name, "ptrace")) return ptrace(PTRACE_TRACEME, 0, NULL, NULL);
 	if (!strcmp(name, "tiocsti-high")) return syscall(SYS_ioctl, 0, (1UL << 32) | TIOCSTI, &c);
 	if (!strcmp(name, "vsock")) return socket(AF_VSOCK, SOCK_STREAM, 0);
+	/* Ways past an IP allow-list: hand-made packets (any source address,
+	 * any protocol), frames below IP, ICMP echo. */
+	if (!strcmp(name, "raw-socket")) return socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+	if (!strcmp(name, "packet-socket")) return socket(AF_PACKET, SOCK_RAW, 0);
+	if (!strcmp(name, "ping-socket")) return socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP);
 	if (!strcmp(name, "netlink-audit")) return socket(AF_NETLINK, SOCK_RAW, 9 /* NETLINK_AUDIT */);
 	if (!strcmp(name, "open_by_handle_at")) {
 		struct { unsigned int bytes; int type; unsigned char h[8]; } fh = {8, 1, {0}};
