@@ -499,7 +499,7 @@ func checkRoutes(e *Egress) error {
 			}
 			return fmt.Errorf("allow %s: this host has no route to %s", d.Raw, probe)
 		}
-		name, _ := linkName(rs[0].LinkIndex)
+		name := linkName(rs[0].LinkIndex)
 		if name == "lo" || rs[0].Type == unix.RTN_LOCAL {
 			continue // an address of this host's: the input chain
 		}
@@ -538,12 +538,12 @@ func HostNets() ([]netip.Prefix, error) {
 	return nets, nil
 }
 
-// linkName is the name of interface index; false when there is none.
-func linkName(index int) (string, bool) {
+// linkName is the name of interface index, or "#index".
+func linkName(index int) string {
 	if l, err := netlink.LinkByIndex(index); err == nil {
-		return l.Attrs().Name, true
+		return l.Attrs().Name
 	}
-	return "#" + strconv.Itoa(index), false
+	return "#" + strconv.Itoa(index)
 }
 
 // nft is this process's one nftables connection, shared by its jails
