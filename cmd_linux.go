@@ -211,10 +211,31 @@ func (c *Cmd) Start() error {
 
 // setupNetwork builds an egress jail's network: a lease from the pool,
 // the veth pair into the child's network namespace, the host's rules.
+// When that fails because the child failed meanwhile (its namespace is
+// gone), the child's error is the one to report.
 func (c *Cmd) setupNetwork() error {
 	if c.l.egress == nil {
 		return nil
 	}
+	return c.childErrorOr(c.buildNetwork())
+}
+
+// childErrorOr returns err, or when err is not nil and the child has
+// failed meanwhile (its setup error is waiting on the sync socket, or it
+// died), the child's error: a host step that needs the child (its
+// namespaces, its identity) fails because of it, and its own error would
+// hide the cause.
+func (c *Cmd) childErrorOr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := c.awaitReady(); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+func (c *Cmd) buildNetwork() error {
 	hostNets, err := netns.HostNets()
 	if err != nil {
 		return err

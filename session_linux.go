@@ -286,7 +286,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			pid := c.child.Pid()
 			start, _, err := processIdentity(pid)
 			if err != nil {
-				return err
+				return c.childErrorOr(err)
 			}
 			e, err := c.net.Detach(pid, start)
 			c.net = nil

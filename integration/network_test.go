@@ -212,6 +212,12 @@ func TestNetworkEgressAllowList(t *testing.T) {
 	}
 	n := newTestNet(t)
 
+	// A jail whose root cannot be made reports that, not the network
+	// step's failure that its death causes.
+	bad, badr := n.run(t, "--tmpfs", "/etc/hostname", "--net", "egress", "--allow", hostA+":8080", "--", "true")
+	assert.Equal(t, jail.StatusSetupError, bad.Status)
+	assert.Contains(t, badr.stderr, "mount plan (tmpfs on /etc/hostname)")
+
 	res, got := n.probeLines(t, []string{hostA + ":8080"},
 		"tcp "+hostA+" 8080", "tcp "+hostA+" 9090", "tcp "+hostB+" 8080", "udp "+hostA+" 5353", "udp "+hostA+" 53",
 		"tcp "+metadata+" 80", "tcp "+outerA+" 7071", "tcp gateway 7072", "tcp 127.0.0.1 7070", "tcp "+hostA6+" 8080")
@@ -546,6 +552,7 @@ func TestNetworkEgressSession(t *testing.T) {
 	// nothing of its network.
 	r = n.outerSess(t, dir, "create", "--id", "broken", "--tmpfs", "/etc/hostname", "--net", "egress", "--allow", hostA+":8080")
 	require.Equal(t, 125, r.code, r.stdout+r.stderr)
+	assert.Contains(t, r.stderr, "mount plan (tmpfs on /etc/hostname)", "the child's error, not the network's that followed it")
 	n.requireNoLeftovers(t)
 
 	// A session that ends by its TTL: whoever looks next removes its
