@@ -285,7 +285,8 @@ func (c *Child) RecvBytes(max int) ([]byte, error) {
 }
 
 // Recv reads one sync message and the descriptor attached to it, which
-// only MsgPTY carries; the caller owns the file. It returns io.EOF once
+// only MsgPTY carries, and MsgReady with FlagNetfilter; the caller owns
+// the file. It returns io.EOF once
 // the stage is gone.
 func (c *Child) Recv(m *Msg) (*os.File, error) {
 	rc, err := c.sync.SyscallConn()
@@ -329,9 +330,9 @@ func (c *Child) Recv(m *Msg) (*os.File, error) {
 	default:
 		err = m.UnmarshalBinary(b[:n])
 	}
-	if err != nil || m.Type != MsgPTY {
+	if err != nil || (m.Type != MsgPTY && m.Type != MsgReady) {
 		if file != nil {
-			file.Close() // only MsgPTY carries a descriptor
+			file.Close() // only MsgPTY and MsgReady carry a descriptor
 		}
 		return nil, err
 	}

@@ -46,6 +46,7 @@ var cConstants = map[string]int64{
 	"PLAN_LOOPBACK":              C.PLAN_LOOPBACK,
 	"PLAN_TIMENS":                C.PLAN_TIMENS,
 	"PLAN_PIDNS":                 C.PLAN_PIDNS,
+	"PLAN_NETFILTER":             C.PLAN_NETFILTER,
 	"PLAN_SETGROUPS":             C.PLAN_SETGROUPS,
 	"OP_BIND":                    C.OP_BIND,
 	"OP_SETATTR":                 C.OP_SETATTR,

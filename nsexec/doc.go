@@ -31,7 +31,9 @@
 //
 //	parent (Go)                                 child "jail:init" (C, PID 1 of the jail)
 //	 plan pipe  W ──── jail plan (JPL1) ──────▶ fd 3  decoded; the pipe stays open
-//	 sync sock  ◀──── READY ───────────────────  fd 4  after the root is built
+//	 sync sock  ◀──── READY ───────────────────  fd 4  after the root is built; with FlagNetfilter
+//	                                                    a NETLINK_NETFILTER socket of the jail's
+//	                                                    network namespace rides on it (SCM_RIGHTS)
 //	 plan pipe  W ──── process plan (JPP1) ───▶       written before GO, read after it
 //	            ───── GO ──────────────────────▶        (parent: cgroups, capture ready)
 //	            ◀──── PTY + master (SCM_RIGHTS)         with FlagTTY, made after GO
@@ -59,7 +61,8 @@
 // jail's PID namespace and reports on it as PID 1 does for a run.
 //
 // The sync socket is SOCK_SEQPACKET, so every message is one datagram of
-// [MsgSize] bytes; a descriptor rides on MsgPTY only. EOF on the child's end
+// [MsgSize] bytes; a descriptor rides on MsgPTY, and on MsgReady with
+// FlagNetfilter, only. EOF on the child's end
 // means the parent is gone: the child exits and takes the jail (or the
 // joined process) with it; a session's PID 1 no longer listens by then.
 package nsexec

@@ -89,7 +89,14 @@ int wait_for_go(struct plan *p)
 {
 	(void)p;
 	struct sync_msg m;
-	if (send_msg(MSG_READY, 0, 0, -1, NULL) < 0) return -1;
+	if (p->flags & PLAN_NETFILTER) {
+		/* A netfilter socket of this network namespace, for a parent that
+		 * cannot enter it (an unprivileged one) to load and read rules. */
+		struct sync_msg r = {.type = MSG_READY, .index = -1};
+		int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+		if (fd < 0 || send_fd(SYNC_FD, &r, sizeof r, fd) < 0) return -1;
+		close(fd);
+	} else if (send_msg(MSG_READY, 0, 0, -1, NULL) < 0) return -1;
 	ssize_t n;
 	while ((n = recv(SYNC_FD, &m, sizeof m, 0)) < 0 && errno == EINTR);
 	if (n != sizeof m || m.type != MSG_GO) { errno = n == 0 ? EPIPE : EPROTO; return -1; }

@@ -44,6 +44,11 @@ const (
 	// FlagJoin: the plan of "jail:exec", a helper that joins a running
 	// jail (Plan.JoinNS) instead of building one; it has no mounts.
 	FlagJoin Flags = 0x1000
+	// FlagNetfilter: MsgReady carries a NETLINK_NETFILTER socket the
+	// child made in the jail's network namespace (Child.Recv returns it),
+	// through which a parent that cannot enter that namespace loads and
+	// reads the jail's rules there.
+	FlagNetfilter Flags = 0x2000
 
 	// processFlags are the flags of a Process; the others are a Plan's.
 	processFlags = FlagSetgroups | FlagTTY

@@ -24,6 +24,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"PLAN_LOOPBACK":              int64(FlagLoopback),
 		"PLAN_TIMENS":                int64(FlagTimeNS),
 		"PLAN_PIDNS":                 int64(FlagPIDNS),
+		"PLAN_NETFILTER":             int64(FlagNetfilter),
 		"PLAN_SETGROUPS":             int64(FlagSetgroups),
 		"OP_BIND":                    int64(OpBind),
 		"OP_SETATTR":                 int64(OpSetattr),
