@@ -927,17 +927,8 @@ func (l *Link) Counters() (Counters, error) {
 		for _, r := range rules {
 			name, _ := userdata.GetString(r.UserData, userdata.TypeComment)
 			for _, e := range r.Exprs {
-				n, ok := e.(*expr.Counter)
-				if !ok {
-					continue
-				}
-				switch name {
-				case CountOut:
-					c.BytesOut, c.PacketsOut = c.BytesOut+n.Bytes, c.PacketsOut+n.Packets
-				case CountIn:
-					c.BytesIn, c.PacketsIn = c.BytesIn+n.Bytes, c.PacketsIn+n.Packets
-				case CountDenied:
-					c.Denied += n.Packets
+				if n, ok := e.(*expr.Counter); ok {
+					c.add(name, n)
 				}
 			}
 		}
@@ -952,16 +943,7 @@ func (l *Link) Counters() (Counters, error) {
 		if err != nil {
 			return c, fmt.Errorf("nftables set %s: %w", l.e.DeniedSet(), err)
 		}
-		for _, el := range els {
-			if len(el.Key) < 10 {
-				continue
-			}
-			d := Denied{Dst: netip.AddrFrom4([4]byte(el.Key[0:4])), Proto: el.Key[4]}
-			if d.Proto == unix.IPPROTO_TCP || d.Proto == unix.IPPROTO_UDP {
-				d.Port = uint16(el.Key[8])<<8 | uint16(el.Key[9])
-			}
-			c.DeniedTo = append(c.DeniedTo, d)
-		}
+		c.DeniedTo = deniedOf(els)
 	}
 	return c, nil
 }

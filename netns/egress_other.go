@@ -50,3 +50,18 @@ func ReleaseSession(int, int, uint64) error { return nil }
 
 // Abandon does nothing.
 func Abandon(*Egress) error { return nil }
+
+// UserStack reports that egress networks need Linux.
+func UserStack() (string, error) { return "", errNotLinux }
+
+// UserLink is a user-mode egress jail's network as built (Linux only).
+type UserLink struct{}
+
+// Counters reports that egress networks need Linux.
+func (*UserLink) Counters() (Counters, error) { return Counters{}, errNotLinux }
+
+// Close does nothing.
+func (*UserLink) Close() error { return nil }
+
+// PruneUser does nothing.
+func PruneUser() []string { return nil }

@@ -308,37 +308,9 @@ func (e *Egress) rules() []Rule {
 		// Other jails, whatever the list says.
 		{Chain: FwdFrom, IIF: j, DAddr: e.Pool, Counter: true, Name: CountDenied, Verdict: Reject},
 	}
-	// What the jail sends is judged by the list alone, never by
-	// connection state: no state it did not make itself (a conntrack
-	// entry of an earlier jail of its address, an expectation of a
-	// conntrack helper) opens anything. Entries inside a special range or
-	// a network of the host's come first, then those ranges are refused,
-	// then the rest: 0.0.0.0/0 opens the internet, not the private
-	// networks.
-	guarded := append(append([]netip.Prefix{}, specialRanges...), e.HostNets...)
-	for _, d := range e.Allow {
-		for _, r := range guarded {
-			if explicit(d, r) {
-				rs = append(rs, allow(FwdFrom, d))
-				break
-			}
-		}
-	}
-	set := mergePrefixes(guarded)
-	rs = append(rs, Rule{Chain: FwdFrom, IIF: j, DAddrs: set, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
-		Rule{Chain: FwdFrom, IIF: j, DAddrs: set, Counter: true, Name: CountDenied, Verdict: Reject})
-	for _, d := range e.Allow {
-		special := false
-		for _, r := range guarded {
-			special = special || explicit(d, r)
-		}
-		if !special {
-			rs = append(rs, allow(FwdFrom, d))
-		}
-	}
+	// What the jail sends: the list (allowRules).
+	rs = append(rs, allowRules(FwdFrom, j, e.Allow, e.HostNets, true)...)
 	rs = append(rs,
-		Rule{Chain: FwdFrom, IIF: j, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
-		Rule{Chain: FwdFrom, IIF: j, Counter: true, Name: CountDenied, Verdict: Reject},
 		// This host: its own addresses (the veth's end, its loopback
 		// services bound to any address) only where an entry names one
 		// address; never another jail's end.
@@ -359,29 +331,72 @@ func (e *Egress) rules() []Rule {
 		Rule{Chain: Output, OIF: j, SetMark: true, Verdict: Accept},
 		Rule{Chain: Post, SAddr: e.JailAddr, OIF: j, NotOIF: true, Verdict: Masquerade},
 	)
-	if e.LogDenied > 0 {
-		// Before each refusal, rules of their own that record the
-		// destination: loading a port can fail (no transport header),
-		// which ends that rule only, never the refusal after it. A port
-		// only for TCP and UDP; 0 for the rest.
-		logged := make([]Rule, 0, 3*len(rs))
-		for _, r := range rs {
-			if r.Name == CountDenied {
-				l := r
-				l.Counter, l.Name, l.Verdict, l.Log = false, "", Continue, true
-				if r.Proto != "" {
-					logged = append(logged, l)
-				} else {
-					tcp, udp, other := l, l, l
-					tcp.Proto, udp.Proto, other.OtherProto = TCP, UDP, true
-					logged = append(logged, tcp, udp, other)
-				}
-			}
-			logged = append(logged, r)
-		}
-		rs = logged
+	return withLog(rs, e.LogDenied)
+}
+
+// withLog returns rs with, when logDenied is not 0, rules of their own
+// before each refusal that record the destination: loading a port can
+// fail (no transport header), which ends that rule only, never the
+// refusal after it. A port only for TCP and UDP; 0 for the rest.
+func withLog(rs []Rule, logDenied int) []Rule {
+	if logDenied == 0 {
+		return rs
 	}
-	return rs
+	logged := make([]Rule, 0, 3*len(rs))
+	for _, r := range rs {
+		if r.Name == CountDenied {
+			l := r
+			l.Counter, l.Name, l.Verdict, l.Log = false, "", Continue, true
+			if r.Proto != "" {
+				logged = append(logged, l)
+			} else {
+				tcp, udp, other := l, l, l
+				tcp.Proto, udp.Proto, other.OtherProto = TCP, UDP, true
+				logged = append(logged, tcp, udp, other)
+			}
+		}
+		logged = append(logged, r)
+	}
+	return logged
+}
+
+// allowRules are the rules that judge what a jail sends, in chain c, for
+// packets of interface iif ("" any): the allow-list alone, never
+// connection state, so that no state the jail did not make itself (a
+// conntrack entry of an earlier jail of its address, an expectation of a
+// conntrack helper) opens anything. Entries inside a special range or a
+// network of the host's come first, then those ranges are refused, then
+// the rest of the entries, then everything else: 0.0.0.0/0 opens the
+// internet, not the private networks.
+func allowRules(c Chain, iif string, allow []Dest, hostNets []netip.Prefix, setMark bool) []Rule {
+	accept := func(d Dest) Rule {
+		return Rule{Chain: c, IIF: iif, DAddr: d.Prefix, Proto: d.Proto, PortFrom: d.PortFrom, PortTo: d.PortTo, SetMark: setMark, Verdict: Accept}
+	}
+	guarded := append(append([]netip.Prefix{}, specialRanges...), hostNets...)
+	var rs []Rule
+	for _, d := range allow {
+		for _, r := range guarded {
+			if explicit(d, r) {
+				rs = append(rs, accept(d))
+				break
+			}
+		}
+	}
+	set := mergePrefixes(guarded)
+	rs = append(rs, Rule{Chain: c, IIF: iif, DAddrs: set, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
+		Rule{Chain: c, IIF: iif, DAddrs: set, Counter: true, Name: CountDenied, Verdict: Reject})
+	for _, d := range allow {
+		special := false
+		for _, r := range guarded {
+			special = special || explicit(d, r)
+		}
+		if !special {
+			rs = append(rs, accept(d))
+		}
+	}
+	return append(rs,
+		Rule{Chain: c, IIF: iif, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
+		Rule{Chain: c, IIF: iif, Counter: true, Name: CountDenied, Verdict: Reject})
 }
 
 // DeniedSet is the name of the jail's set of refused destinations.

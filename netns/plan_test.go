@@ -162,3 +162,55 @@ func TestRuleset(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "nft -c:\n%s", out)
 }
+
+// TestUserRuleset compares the rules of a user-mode egress jail with
+// testdata/user.nft, and has the kernel's nftables check them.
+func TestUserRuleset(t *testing.T) {
+	var allow []Dest
+	for _, s := range []string{"93.184.215.14:443", "10.1.2.3:8080", "udp/192.0.2.53:53", "0.0.0.0/0"} {
+		allow = append(allow, mustDest(t, s))
+	}
+	u, err := PlanUser(UserConfig{Allow: allow, HostNets: []netip.Prefix{netip.MustParsePrefix("198.51.7.9/24")}, LogDenied: 16})
+	require.NoError(t, err)
+	got := u.Ruleset()
+	golden := "testdata/user.nft"
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got)
+
+	// Both base chains drop what no rule takes; loopback is the jail's.
+	assert.Equal(t, 2, strings.Count(got, "policy drop;"))
+	assert.Contains(t, got, "oifname \"lo\" accept\n\t\tcounter comment \"out\"")
+	// The private entry before the refused ranges (with the host's
+	// network), the internet after them.
+	i10, iReject, iAll := strings.Index(got, "ip daddr 10.1.2.3 tcp dport 8080 accept"), strings.Index(got, "ip daddr { 0.0.0.0/8, 10.0.0.0/8,"),
+		strings.Index(got, "ip daddr 0.0.0.0/0 meta l4proto tcp accept")
+	assert.True(t, i10 > 0 && iReject > i10 && iAll > iReject, "order: explicit private, private rejected, the rest")
+	assert.Contains(t, got, "198.51.7.0/24", "the host's network is refused")
+	// What the jail sends is judged by the list alone; what comes in only
+	// as an answer.
+	out, in, _ := strings.Cut(got, "chain in {")
+	assert.NotContains(t, out, "ct state")
+	assert.Contains(t, in, "ct state established,related accept\n\t\tdrop\n")
+	assert.Equal(t, strings.Count(got, "meta l4proto != { tcp, udp }"), strings.Count(got, "meta l4proto . 0 }"))
+
+	_, err = PlanUser(UserConfig{Allow: []Dest{mustDest(t, "[2001:db8::1]:443")}})
+	assert.ErrorContains(t, err, "IPv6")
+	_, err = PlanUser(UserConfig{LogDenied: -1})
+	assert.Error(t, err)
+
+	nft, err := exec.LookPath("nft")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI has no nft (apt-get install nftables) to check the ruleset with")
+		}
+		t.Skip("no nft to check the ruleset with")
+	}
+	cmd := exec.Command("unshare", "-rn", nft, "-c", "-f", "-")
+	cmd.Stdin = strings.NewReader(got)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "nft -c:\n%s", b)
+}
