@@ -94,17 +94,19 @@ type Cmd struct {
 
 	mu              sync.Mutex
 	end             time.Time
-	exited          *nsexec.Msg   // MsgExited
-	workloadStarted bool          // MsgStarted: the workload's execve succeeded
-	lateErr         *nsexec.Msg   // MsgSetupError from PID 1 after MsgStarted
-	execErr         *nsexec.Msg   // MsgExecError
-	seccomp         []nsexec.Msg  // MsgSeccomp events
-	cg              *cgroup.Group // the run's cgroup, when the Spec has limits
-	net             *netns.Link   // an egress jail's veth, addresses and rules
-	netStats        *NetworkStats // its counters, read as it ended
-	killReason      Status        // timed_out or canceled, once the jail is being killed
-	group           int           // the workload's process group, when the jail shares our PID namespace
-	killSent        bool          // the caller sent SIGKILL with Signal
+	exited          *nsexec.Msg     // MsgExited
+	workloadStarted bool            // MsgStarted: the workload's execve succeeded
+	lateErr         *nsexec.Msg     // MsgSetupError from PID 1 after MsgStarted
+	execErr         *nsexec.Msg     // MsgExecError
+	seccomp         []nsexec.Msg    // MsgSeccomp events
+	cg              *cgroup.Group   // the run's cgroup, when the Spec has limits
+	net             *netns.Link     // an egress jail's veth, addresses and rules
+	userNet         *netns.UserLink // a user-mode egress jail's pasta and rules
+	nfsock          *os.File        // the jail's netfilter socket (nsexec.FlagNetfilter), until userNet takes it
+	netStats        *NetworkStats   // its counters, read as it ended
+	killReason      Status          // timed_out or canceled, once the jail is being killed
+	group           int             // the workload's process group, when the jail shares our PID namespace
+	killSent        bool            // the caller sent SIGKILL with Signal
 	timers          []*time.Timer
 	done            chan struct{}
 }

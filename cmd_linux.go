@@ -77,6 +77,7 @@ func currentHost() hostFacts {
 	})
 	h := hostCache // the maps are shared: the planner only reads them
 	h.euid, h.egid = os.Geteuid(), os.Getegid()
+	h.userStack = netns.UserStack
 	h.rlimitHard = map[string]uint64{} // per call: a process may lower its limits at any time
 	for _, d := range DefaultRlimits {
 		var lim unix.Rlimit
@@ -204,9 +205,43 @@ func (c *Cmd) Start() error {
 		// While the child builds its root.
 		{name: "network", do: c.setupNetwork, undo: c.closeNetwork},
 		{name: "ready", do: c.awaitReady},
+		// With the jail's netfilter socket, which READY carries.
+		{name: "network", do: c.setupUserNetwork, undo: c.closeNetwork},
 		{name: "go", do: c.release},
 	}
 	return c.runSteps(steps)
+}
+
+// setupUserNetwork builds a user-mode egress jail's network: its rules,
+// loaded through the netfilter socket its child made in its namespace,
+// then pasta.
+func (c *Cmd) setupUserNetwork() error {
+	if c.l.pasta == "" {
+		return nil
+	}
+	sock := c.nfsock
+	c.nfsock = nil
+	if sock == nil {
+		return errors.New("the jail's child sent no netfilter socket")
+	}
+	hostNets, err := netns.HostNets()
+	if err != nil {
+		sock.Close()
+		return err
+	}
+	u, err := netns.PlanUser(netns.UserConfig{Allow: c.l.egress, HostNets: hostNets, LogDenied: c.Spec.Network.LogDenied})
+	if err != nil {
+		sock.Close()
+		return err
+	}
+	// After READY: the child waits for GO, so its own error, if any,
+	// would come too late to replace this one.
+	link, err := netns.SetupUser(u, sock, c.child.Pid(), c.l.pasta)
+	if err != nil {
+		return err
+	}
+	c.userNet = link
+	return nil
 }
 
 // setupNetwork builds an egress jail's network: a lease from the pool,
@@ -214,7 +249,7 @@ func (c *Cmd) Start() error {
 // When that fails because the child failed meanwhile (its namespace is
 // gone), the child's error is the one to report.
 func (c *Cmd) setupNetwork() error {
-	if c.l.egress == nil {
+	if c.l.egress == nil || c.l.pasta != "" {
 		return nil
 	}
 	return c.childErrorOr(c.buildNetwork())
@@ -279,10 +314,16 @@ func (c *Cmd) buildNetwork() error {
 // exits, before the kernel tears the namespace and its veth down, which
 // holds the nftables lock for an RCU grace period (10 ms here).
 func (c *Cmd) finishNetwork() {
-	if c.net == nil {
+	var counters func() (netns.Counters, error)
+	switch {
+	case c.net != nil:
+		counters = c.net.Counters
+	case c.userNet != nil:
+		counters = c.userNet.Counters
+	default:
 		return
 	}
-	if n, err := c.net.Counters(); err == nil {
+	if n, err := counters(); err == nil {
 		c.netStats = &NetworkStats{BytesOut: int64(n.BytesOut), PacketsOut: int64(n.PacketsOut), BytesIn: int64(n.BytesIn),
 			PacketsIn: int64(n.PacketsIn), Denied: int64(n.Denied), DeniedDestinations: []DeniedDestination{}}
 		for _, d := range n.DeniedTo {
@@ -300,6 +341,10 @@ func (c *Cmd) finishNetwork() {
 	} else {
 		c.log().Warn("network counters", "err", err)
 	}
+	if c.userNet != nil {
+		c.closeNetwork()
+		return
+	}
 	if err := c.net.CloseAfterExit(); err != nil {
 		c.log().Warn("network teardown", "err", err)
 	}
@@ -308,6 +353,14 @@ func (c *Cmd) finishNetwork() {
 
 // closeNetwork removes an egress jail's network, if it has one.
 func (c *Cmd) closeNetwork() {
+	if c.nfsock != nil {
+		c.nfsock.Close()
+		c.nfsock = nil
+	}
+	if c.userNet != nil {
+		_ = c.userNet.Close()
+		c.userNet = nil
+	}
 	if c.net == nil {
 		return
 	}
@@ -475,7 +528,14 @@ func (c *Cmd) spawn(arg0 string, files []*os.File) error {
 // awaitReady waits for the child's READY and checks what it joined.
 func (c *Cmd) awaitReady() error {
 	var m nsexec.Msg
-	_, err := c.child.Recv(&m)
+	f, err := c.child.Recv(&m)
+	if f != nil {
+		if c.l.plan.Flags&nsexec.FlagNetfilter != 0 && c.nfsock == nil {
+			c.nfsock = f
+		} else {
+			f.Close()
+		}
+	}
 	if err != nil || m.Type != nsexec.MsgReady {
 		if err == nil && m.Type == nsexec.MsgSetupError {
 			return &stepError{m.Step, c.childError(m)}

@@ -25,7 +25,9 @@ const (
 	// NetworkEgress is the jail's own namespace with a veth pair to the
 	// host, through which it reaches the destinations of Network.Allow
 	// and nothing else, enforced by nftables rules on the host's end
-	// (out of the jail's reach). Root only, for now.
+	// (out of the jail's reach). For an unprivileged caller, pasta's
+	// user-mode network (package passt) with the rules in the jail's own
+	// namespace, where the workload holds no capability to change them.
 	NetworkEgress = "egress"
 )
 
@@ -63,9 +65,21 @@ type NetworkInfo struct {
 	Mode string `json:"mode"`
 	// Allow is an egress jail's allow-list as resolved; empty otherwise.
 	Allow []AllowInfo `json:"allow"`
-	// Address is an egress jail's IPv4 address, empty otherwise.
+	// Address is an egress jail's IPv4 address, empty otherwise (and for
+	// stack pasta, whose jail has a copy of the host's).
 	Address string `json:"address,omitempty"`
+	// Stack is how an egress jail reaches out: "veth" (a root caller's:
+	// a veth pair to the host, the rules on the host's end) or "pasta"
+	// (an unprivileged caller's: pasta's user-mode network, the rules in
+	// the jail's namespace). Empty for the other modes.
+	Stack string `json:"stack,omitempty"`
 }
+
+// Egress network stacks (NetworkInfo.Stack).
+const (
+	NetworkStackVeth  = "veth"
+	NetworkStackPasta = "pasta"
+)
 
 // AllowInfo is one allow entry and the addresses it opened.
 type AllowInfo struct {

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -47,6 +48,9 @@ type hostFacts struct {
 	// rlimitHard holds this process's hard limits of the DefaultRlimits,
 	// which the jail inherits and cannot raise.
 	rlimitHard map[string]uint64
+	// userStack finds pasta for an unprivileged caller's egress
+	// (netns.UserStack), or says why it cannot run; asked only then.
+	userStack func() (string, error)
 	// resolved holds the addresses of an egress allow-list's host names,
 	// resolved on the host before planning (resolveAllow).
 	resolved map[string][]netip.Addr
@@ -73,6 +77,9 @@ type launch struct {
 	// pool its address pool; egress is nil for the other modes.
 	egress []netns.Dest
 	pool   netip.Prefix
+	// pasta is the path of pasta for a user-mode egress jail (an
+	// unprivileged caller's), empty otherwise.
+	pasta string
 }
 
 // newLaunch validates a Spec and turns it and the command into a launch. It fails
@@ -119,8 +126,20 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 	}
 	iso.Network = NetworkInfo{Mode: s.netMode(), Allow: []AllowInfo{}}
 	if iso.Network.Mode == NetworkEgress {
+		iso.Network.Stack = NetworkStackVeth
 		if h.euid != 0 {
-			return nil, &FeatureError{Feature: "egress network", Reason: "an unprivileged caller needs a user-mode network stack (pasta), which this version of jail does not have yet: run as root, or use network mode none"}
+			// No veth in the host's namespace for an unprivileged caller:
+			// pasta, with the rules in the jail's namespace.
+			path, err := "", errors.New("no user-mode network stack on this platform")
+			if h.userStack != nil {
+				path, err = h.userStack()
+			}
+			if err != nil {
+				return nil, &FeatureError{Feature: "egress network", Reason: err.Error()}
+			}
+			l.pasta = path
+			l.plan.Flags |= nsexec.FlagNetfilter
+			iso.Network.Stack = NetworkStackPasta
 		}
 		l.egress, iso.Network.Allow = egressDests(cs.egress, h.resolved)
 		l.pool = s.Network.pool()

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"errors"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,27 @@ func testHost(euid, egid int, without ...string) hostFacts {
 		delete(h.namespaces, ns)
 	}
 	return h
+}
+
+// TestNewLaunchUserEgress: an unprivileged caller's egress goes through
+// pasta, whose rules the parent loads through the child's netfilter socket.
+func TestNewLaunchUserEgress(t *testing.T) {
+	h := testHost(1000, 1000)
+	h.userStack = func() (string, error) { return "/usr/bin/pasta", nil }
+	s := Spec{Network: Network{Mode: NetworkEgress, Allow: []string{"10.0.0.1:80"}}}
+	l, err := newLaunch(&s, []string{"id"}, h)
+	require.NoError(t, err)
+	defer l.checked.close()
+	assert.Equal(t, "/usr/bin/pasta", l.pasta)
+	assert.Equal(t, NetworkStackPasta, l.iso.Network.Stack)
+	assert.NotZero(t, l.plan.Flags&nsexec.FlagNetfilter)
+
+	h.userStack = func() (string, error) { return "", errors.New("pasta, which is not installed") }
+	_, err = newLaunch(&s, []string{"id"}, h)
+	var fe *FeatureError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "egress network", fe.Feature)
+	assert.Contains(t, fe.Reason, "not installed")
 }
 
 func withLandlock(h hostFacts, abi int) hostFacts {
@@ -298,7 +320,7 @@ func TestNewLaunchRefuses(t *testing.T) {
 		{"unprivileged caller on a kernel without user namespace, allowed", Spec{AllowUnenforced: true}, []string{"id"}, testHost(1000, 1000, "user"), "user namespace"},
 		{"seccomp kills on a kernel without WAIT_KILLABLE_RECV", Spec{}, []string{"id"}, noWaitKillable(testHost(0, 0)), "seccomp kills"},
 		{"landlock required below ABI 6", Spec{Landlock: LandlockRequire}, []string{"id"}, withLandlock(testHost(0, 0), 5), "landlock"},
-		{"egress for an unprivileged caller", Spec{Network: Network{Mode: NetworkEgress, Allow: []string{"10.0.0.1"}}}, []string{"id"}, testHost(1000, 1000), "egress network"},
+		{"egress for an unprivileged caller without pasta", Spec{Network: Network{Mode: NetworkEgress, Allow: []string{"10.0.0.1"}}}, []string{"id"}, testHost(1000, 1000), "egress network"},
 		{"no argv", Spec{}, nil, testHost(0, 0), ""},
 		{"empty command", Spec{}, []string{""}, testHost(0, 0), ""},
 	} {
@@ -334,8 +356,9 @@ func TestNewLaunchEgress(t *testing.T) {
 	assert.Equal(t, NetworkInfo{Mode: NetworkEgress, Allow: []AllowInfo{
 		{Dest: "10.0.0.1:80", Resolved: []string{"10.0.0.1:80"}},
 		{Dest: "udp/svc.test:53", Resolved: []string{"udp/192.0.2.7:53", "udp/192.0.2.8:53"}},
-	}}, l.iso.Network)
+	}, Stack: NetworkStackVeth}, l.iso.Network)
 	require.Len(t, l.egress, 3, "one entry per address")
+	assert.Zero(t, l.plan.Flags&nsexec.FlagNetfilter, "a root caller's rules are on the host")
 	assert.Equal(t, "10.50.0.0/20", l.pool.String())
 	var hosts string
 	for _, m := range l.plan.Mounts {

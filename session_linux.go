@@ -247,6 +247,11 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			if err := c.plan(); err != nil {
 				return err
 			}
+			if c.l.pasta != "" {
+				// pasta would outlive the CLI that made the session only
+				// as an orphan nobody stops when the session ends.
+				return &FeatureError{Feature: "egress network", Reason: "a session of an unprivileged caller cannot have one yet (its pasta would outlive the session): run the session as root, or egress in `jail run`"}
+			}
 			c.l.plan.Flags |= nsexec.FlagSession
 			// PID 1's timers count whole milliseconds: round up, never end early.
 			c.l.plan.TTL, c.l.plan.IdleTimeout = ss.TTL.Round(time.Millisecond), ss.IdleTimeout.Round(time.Millisecond)

@@ -56,7 +56,26 @@ type UserLink struct {
 	conn  *nftables.Conn
 	pasta *exec.Cmd
 	exit  chan struct{} // closed when pasta has exited
-	log   bytes.Buffer  // pasta's output
+	log   lockedBuffer  // pasta's output
+}
+
+// lockedBuffer is a bytes.Buffer that pasta's output goroutines write to
+// while a failed start reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // SetupUser loads u's rules into the jail's namespace through sock (a
@@ -294,13 +313,20 @@ func pastaArgs(net, user, pidFile string) []string {
 		"--ns-ifname", JailIf, "--pid", pidFile, "--userns", user, "--netns", net}
 }
 
-// output is what pasta wrote, on one line.
+// output is what pasta wrote, on one line, without its complaints that
+// it has no syslog to write to.
 func (l *UserLink) output() string {
-	s := strings.Join(strings.Fields(strings.ReplaceAll(l.log.String(), "\n", "; ")), " ")
-	if s == "" {
+	var lines []string
+	for _, line := range strings.Split(l.log.String(), "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		if line != "" && !(strings.HasPrefix(line, "Failed to send") && strings.HasSuffix(line, "to syslog")) {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) == 0 {
 		return "no output"
 	}
-	return s
+	return strings.Join(lines, "; ")
 }
 
 // Counters reads the rules' counters and the refused destinations.
@@ -332,11 +358,12 @@ func (l *UserLink) Counters() (Counters, error) {
 }
 
 // Close stops pasta and removes what this process made for it. The rules
-// go with the jail's namespace.
+// go with the jail's namespace. It does not wait for pasta to be gone:
+// its exit unregisters the jail's interface, which waits for an RCU grace
+// period (tens of ms); the goroutine that started it reaps it.
 func (l *UserLink) Close() error {
 	if l.pasta != nil {
 		_ = l.pasta.Process.Kill()
-		<-l.exit
 		l.pasta = nil
 	}
 	if l.sock != nil {

@@ -26,13 +26,17 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 			"and prints a verdict per feature (ok, warn, missing) with a fix for what is not ok.\n" +
 			"It exits 1 when a feature jail needs is missing.\n" +
 			"--clean removes instead what jail runs whose jail process died without cleaning up (kill -9)\n" +
-			"left: their cgroups, and the leases, veth host ends and nftables tables of egress jails;\n" +
+			"left: their cgroups, the leases, veth host ends and nftables chains of egress jails, and the\n" +
+			"pid FIFOs of an unprivileged caller's pasta (in $TMPDIR, jail-pasta-PID-*);\n" +
 			"it prints each one.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if clean {
 				removed, err := cgroup.Prune(cgroup.Options{Parent: cgroupParent})
 				for _, d := range removed {
+					fmt.Fprintln(stdout, "removed", d)
+				}
+				for _, d := range netns.PruneUser() {
 					fmt.Fprintln(stdout, "removed", d)
 				}
 				if err != nil || os.Geteuid() != 0 {

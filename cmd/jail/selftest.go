@@ -768,7 +768,7 @@ func judgeInterfaces(r probeRun, mode string) selftestRow {
 	case len(names) == 1 && names[0] == "lo":
 		return selftestRow{Name: "network_interfaces", Result: verdictPass, Detail: "lo only"}
 	case mode == jail.NetworkEgress && list == "lo, "+netns.JailIf:
-		return selftestRow{Name: "network_interfaces", Result: verdictPass, Detail: "lo and " + netns.JailIf + ", the egress veth, whose rules are on the host's end"}
+		return selftestRow{Name: "network_interfaces", Result: verdictPass, Detail: "lo and " + netns.JailIf + ", the egress interface (a veth, or pasta's), whose rules the jail cannot change"}
 	default:
 		return selftestRow{Name: "network_interfaces", Result: verdictFail, Detail: "interfaces besides lo: " + list}
 	}
