@@ -212,9 +212,9 @@ func (c *Cmd) Start() error {
 	return c.runSteps(steps)
 }
 
-// setupUserNetwork builds a user-mode egress jail's network: its rules,
+// setupUserNetwork finishes a user-mode egress jail's network: its rules,
 // loaded through the netfilter socket its child made in its namespace,
-// then pasta.
+// and pasta's interface, which pasta has been making since the clone.
 func (c *Cmd) setupUserNetwork() error {
 	if c.l.pasta == "" {
 		return nil
@@ -235,13 +235,11 @@ func (c *Cmd) setupUserNetwork() error {
 		return err
 	}
 	// After READY: the child waits for GO, so its own error, if any,
-	// would come too late to replace this one.
-	link, err := netns.SetupUser(u, sock, c.child.Pid(), c.l.pasta)
-	if err != nil {
+	// would come too late to replace these.
+	if err := c.userNet.Load(u, sock); err != nil {
 		return err
 	}
-	c.userNet = link
-	return nil
+	return c.userNet.Ready()
 }
 
 // setupNetwork builds an egress jail's network: a lease from the pool,
@@ -249,7 +247,13 @@ func (c *Cmd) setupUserNetwork() error {
 // When that fails because the child failed meanwhile (its namespace is
 // gone), the child's error is the one to report.
 func (c *Cmd) setupNetwork() error {
-	if c.l.egress == nil || c.l.pasta != "" {
+	if c.l.pasta != "" {
+		// pasta makes its interface while the child builds its root.
+		link, err := netns.StartUser(c.child.Pid(), c.l.pasta)
+		c.userNet = link
+		return err
+	}
+	if c.l.egress == nil {
 		return nil
 	}
 	return c.childErrorOr(c.buildNetwork())

@@ -10,7 +10,9 @@
 # then TCP throughput (512 MiB with dd into a python3 sink): over this
 # namespace's loopback, from it through a veth to a sink namespace, and
 # from an egress jail through its veth, the forwarding and NAT to the same
-# sink (median of 3). Everything runs in a
+# sink (median of 3); then, where pasta is installed, the same start and
+# TCP figures for an unprivileged caller, whose egress goes through pasta.
+# Everything runs in a
 # network namespace this script makes (with a veth pair towards
 # 10.99.9.0/24 that forwards), so the veths and tables egress jails make
 # never touch this machine's own network; no packet is sent. Root only.
@@ -81,3 +83,36 @@ echo "== TCP throughput, 512 MiB, MiB/s (median of 3) =="
 echo "loopback          $(mibps "$ns" bash -c "$send" 127.0.0.1)"
 echo "veth, no jail     $(mibps "$ns" bash -c "$send" 10.99.9.2)"
 echo "egress jail       $(mibps "$ns" "$jail_bin" run --profile strict --net egress --allow 10.99.9.2:5001 -- bash -c "$send" 10.99.9.2)"
+
+# An unprivileged caller's egress goes through pasta. It runs as uid
+# 60124 (no passwd entry needed), in a mount namespace of its own where
+# /dev/net/tun is a node of mode 0666 made here, as udev makes it (this
+# machine's may be 0600); both contenders pay the same wrapper
+# (unshare, mount, setpriv), so user-egress minus user-none is pasta's
+# cost.
+if ! command -v pasta >/dev/null; then
+	echo
+	echo "(no pasta: apt-get install passt to measure an unprivileged caller's egress)"
+	exit 0
+fi
+mkdir "$tmp/u"
+cp "$jail_bin" "$tmp/u/jail"
+chmod 0711 "$tmp"
+chmod 0755 "$tmp/u" "$tmp/u/jail"
+mknod -m 0666 "$tmp/tun" c 10 200
+cat >"$tmp/asuser" <<EOS
+#!/bin/sh
+mount --bind $tmp/tun /dev/net/tun && exec setpriv --reuid=60124 --regid=60124 --clear-groups "\$@"
+EOS
+chmod 0755 "$tmp/asuser"
+ujail="unshare -m $tmp/asuser $tmp/u/jail"
+# pasta copies the namespace's default route into the jail's: towards the
+# sink, the namespace's only link.
+ip -n "$ns" route add default via 10.99.9.2
+echo
+echo "== an unprivileged caller: pasta =="
+nsenter --net="/run/netns/$ns" "$tmp/benchrun" -n "$rounds" -w 5 -base user-none \
+	-c "user-none=$ujail run --profile strict -- /bin/true" \
+	-c "user-egress=$ujail run --profile strict --net egress --allow 10.99.9.2:80 -- /bin/true"
+# shellcheck disable=SC2086 # $ujail is words
+echo "pasta egress jail $(mibps "$ns" $ujail run --profile strict --net egress --allow 10.99.9.2:5001 -- bash -c "$send" 10.99.9.2)"

@@ -55,8 +55,11 @@ type UserLink struct {
 	sock  *os.File
 	conn  *nftables.Conn
 	pasta *exec.Cmd
-	exit  chan struct{} // closed when pasta has exited
-	log   lockedBuffer  // pasta's output
+	exit  chan struct{}    // closed when pasta has exited
+	state *os.ProcessState // how, then
+	log   lockedBuffer     // pasta's output
+	dir   string           // the directory of pasta's pid FIFO, until Ready
+	ready *os.File         // the FIFO, open for reading and writing
 }
 
 // lockedBuffer is a bytes.Buffer that pasta's output goroutines write to
@@ -78,36 +81,39 @@ func (b *lockedBuffer) String() string {
 	return b.b.String()
 }
 
-// SetupUser loads u's rules into the jail's namespace through sock (a
-// NETLINK_NETFILTER socket made in that namespace, which it keeps) and
-// starts pasta (at pastaPath) for the jail whose PID 1 is pid, returning
-// once pasta has made the jail's interface. The workload must not run
-// before it returns: until the rules are in, nothing stops it.
-func SetupUser(u *UserEgress, sock *os.File, pid int, pastaPath string) (_ *UserLink, retErr error) {
-	l := &UserLink{u: u, sock: sock}
-	defer func() {
-		if retErr != nil {
-			l.Close()
-		}
-	}()
+// StartUser starts pasta (at pastaPath) for the jail whose PID 1 is pid,
+// without waiting for it: it makes the jail's interface while the jail's
+// child builds its root. Load then loads the rules, and Ready waits for
+// pasta; the workload must not run before both returned.
+func StartUser(pid int, pastaPath string) (*UserLink, error) {
+	l := &UserLink{}
+	if err := l.startPasta(pid, pastaPath); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Load loads u's rules into the jail's namespace through sock, a
+// NETLINK_NETFILTER socket made in that namespace, which l keeps (to read
+// the counters) and closes.
+func (l *UserLink) Load(u *UserEgress, sock *os.File) error {
+	l.u, l.sock = u, sock
 	// Every ack of a batch waits in the socket's buffer.
 	_ = unix.SetsockoptInt(int(sock.Fd()), unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
 	tv := unix.NsecToTimeval(int64(5 * time.Second))
 	if err := unix.SetsockoptTimeval(int(sock.Fd()), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return nil, fmt.Errorf("the jail's netfilter socket: %w", err)
+		return fmt.Errorf("the jail's netfilter socket: %w", err)
 	}
 	conn, err := nftables.New(nftables.WithTestDial(socketFunc(sock)))
 	if err != nil {
-		return nil, fmt.Errorf("nftables: %w", err)
+		return fmt.Errorf("nftables: %w", err)
 	}
 	l.conn = conn
 	if err := l.loadRules(); err != nil {
-		return nil, fmt.Errorf("nftables rules in the jail's namespace: %w", err)
+		return fmt.Errorf("nftables rules in the jail's namespace: %w", err)
 	}
-	if err := l.startPasta(pid, pastaPath); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return nil
 }
 
 // socketFunc carries google/nftables' messages over sock, a netlink socket
@@ -203,9 +209,7 @@ func (l *UserLink) loadRules() error {
 	return conn.Flush()
 }
 
-// startPasta starts pasta for the jail whose PID 1 is pid and waits until
-// the jail's interface is made: pasta writes its pid file (here a FIFO in
-// a directory of this process's) only after that.
+// startPasta starts pasta for the jail whose PID 1 is pid.
 func (l *UserLink) startPasta(pid int, path string) error {
 	// A FIFO of this process's, named after it so that a killed jail's
 	// is found (PruneUser); gone as soon as pasta has written to it. (A
@@ -215,18 +219,16 @@ func (l *UserLink) startPasta(pid int, path string) error {
 	if err != nil {
 		return fmt.Errorf("pasta: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	l.dir = dir
 	fifo := filepath.Join(dir, "pid")
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		return fmt.Errorf("pasta: %w", err)
 	}
 	// Read and write: opening does not wait for pasta, and reading waits
 	// for its line rather than seeing EOF when nobody writes yet.
-	ready, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
+	if l.ready, err = os.OpenFile(fifo, os.O_RDWR, 0); err != nil {
 		return fmt.Errorf("pasta: %w", err)
 	}
-	defer ready.Close()
 	proc := fmt.Sprintf("/proc/%d/ns/", pid)
 	c := exec.Command(path, pastaArgs(proc+"net", proc+"user", fifo)...)
 	c.Stdout, c.Stderr = &l.log, &l.log
@@ -245,6 +247,7 @@ func (l *UserLink) startPasta(pid int, path string) error {
 		started <- err
 		if err == nil {
 			_ = c.Wait()
+			l.state = c.ProcessState
 		}
 	}()
 	if err := <-started; err != nil {
@@ -253,13 +256,21 @@ func (l *UserLink) startPasta(pid int, path string) error {
 		return fmt.Errorf("pasta: %w", err)
 	}
 	l.pasta = c
+	return nil
+}
+
+// Ready waits until pasta has made the jail's interface: it writes its
+// pid file (a FIFO in a directory of this process's) only after that.
+// The FIFO is gone when Ready returns.
+func (l *UserLink) Ready() error {
+	defer l.removeFIFO()
 	line := make(chan error, 1)
-	go func() {
+	go func(f *os.File) {
 		b := make([]byte, 32)
-		_, err := ready.Read(b)
+		_, err := f.Read(b)
 		line <- err
-	}()
-	_ = ready.SetReadDeadline(time.Now().Add(pastaReady))
+	}(l.ready)
+	_ = l.ready.SetReadDeadline(time.Now().Add(pastaReady))
 	select {
 	case err := <-line:
 		if err != nil {
@@ -267,7 +278,19 @@ func (l *UserLink) startPasta(pid int, path string) error {
 		}
 		return nil
 	case <-l.exit:
-		return fmt.Errorf("pasta: %s (%v)", l.output(), c.ProcessState)
+		return fmt.Errorf("pasta: %s (%v)", l.output(), l.state)
+	}
+}
+
+// removeFIFO removes pasta's pid FIFO and its directory.
+func (l *UserLink) removeFIFO() {
+	if l.ready != nil {
+		l.ready.Close()
+		l.ready = nil
+	}
+	if l.dir != "" {
+		_ = os.RemoveAll(l.dir)
+		l.dir = ""
 	}
 }
 
@@ -332,6 +355,9 @@ func (l *UserLink) output() string {
 // Counters reads the rules' counters and the refused destinations.
 func (l *UserLink) Counters() (Counters, error) {
 	var c Counters
+	if l.conn == nil {
+		return c, errors.New("no rules loaded")
+	}
 	for _, chain := range []Chain{UserOut, UserIn} {
 		rules, err := l.conn.GetRules(table, &nftables.Chain{Name: string(chain), Table: table})
 		if err != nil {
@@ -366,6 +392,7 @@ func (l *UserLink) Close() error {
 		_ = l.pasta.Process.Kill()
 		l.pasta = nil
 	}
+	l.removeFIFO()
 	if l.sock != nil {
 		l.sock.Close()
 		l.sock = nil
