@@ -224,12 +224,12 @@ func (c *Cmd) setupUserNetwork() error {
 	if sock == nil {
 		return errors.New("the jail's child sent no netfilter socket")
 	}
-	hostNets, err := netns.HostNets()
+	hostNets, jails, err := netns.UserGuards()
 	if err != nil {
 		sock.Close()
 		return err
 	}
-	u, err := netns.PlanUser(netns.UserConfig{Allow: c.l.egress, HostNets: hostNets, LogDenied: c.Spec.Network.LogDenied})
+	u, err := netns.PlanUser(netns.UserConfig{Allow: c.l.egress, HostNets: hostNets, Jails: jails, LogDenied: c.Spec.Network.LogDenied})
 	if err != nil {
 		sock.Close()
 		return err
@@ -239,7 +239,16 @@ func (c *Cmd) setupUserNetwork() error {
 	if err := c.userNet.Load(u, sock); err != nil {
 		return err
 	}
-	return c.userNet.Ready()
+	if err := c.userNet.Ready(); err != nil {
+		return err
+	}
+	// pasta found the jail by its child's pid: the child still runs (its
+	// pidfd says so), so that pid was never another process's meanwhile,
+	// and the namespaces pasta joined are the jail's.
+	if err := c.child.Signal(syscall.Signal(0)); err != nil {
+		return fmt.Errorf("the jail's child ended while pasta started: %w", err)
+	}
+	return nil
 }
 
 // setupNetwork builds an egress jail's network: a lease from the pool,

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,14 +153,47 @@ func TestNetworkEgressPasta(t *testing.T) {
 	assert.Equal(t, []jail.IDMap{{InsideID: 1000, OutsideID: unprivUID, Count: 1}}, res.Isolation.UIDMap, "an unprivileged caller's jail")
 
 	// 0.0.0.0/0 opens the internet, not the private networks, the
-	// metadata address, this host or the host's own LAN.
+	// metadata address, this host or the host's own LAN, nor an address
+	// of the host's with no network of its own (a /32 on lo, as a
+	// floating address is): pasta's connections come from the host, where
+	// it is local. Named, that one address is open.
+	const hostVIP = "11.99.5.5"
+	sh(t, "ip", "-n", u.n.outer, "addr", "add", hostVIP+"/32", "dev", "lo")
+	u.n.serve(t, u.n.outer, "tcp", hostVIP, "7073")
 	_, got = u.probeLines(t, []string{"0.0.0.0/0"}, "tcp "+internet+" 443", "tcp "+hostA+" 8080", "tcp "+metadata+" 80",
-		"tcp "+outerA+" 7071", "tcp "+hostC+" 8080")
+		"tcp "+outerA+" 7071", "tcp "+hostC+" 8080", "tcp "+hostVIP+" 7073")
 	assert.Contains(t, got["tcp "+internet+" 443"], "ok hello")
 	delete(got, "tcp "+internet+" 443")
 	for k, v := range got {
 		refusedFast(t, k+" under 0.0.0.0/0", v)
 	}
+	_, got = u.probeLines(t, []string{hostVIP + ":7073"}, "tcp "+hostVIP+" 7073")
+	assert.Contains(t, got["tcp "+hostVIP+" 7073"], "ok hello", "the host's address, named")
+
+	// A root caller's egress jail serving on its address: another jail,
+	// even one allowed all of 10.0.0.0/8, does not reach it.
+	server := exec.Command("nsenter", "--net=/run/netns/"+u.n.outer, jailBin, "run", "--profile", "strict", "--ro-bind", binDir+":/probe",
+		"--net", "egress", "--allow", hostA+":8080", "--timeout", "20s", "--", "/probe/probe", "serve", "tcp", "eth0", "8000")
+	require.NoError(t, server.Start())
+	t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
+	var serverAddr string
+	require.Eventually(t, func() bool {
+		for _, l := range strings.Split(u.n.in(t, u.n.outer, "ip", "-4", "-o", "route"), "\n") {
+			if f := strings.Fields(l); len(f) > 2 && strings.HasPrefix(f[2], "jail") {
+				serverAddr = jailAddr(strings.TrimSuffix(f[0], "/30"))
+				out, _ := exec.Command("nsenter", "--net=/run/netns/"+u.n.outer, probeBin, "net", "tcp", serverAddr, "8000").Output()
+				return strings.HasPrefix(string(out), "ok hello") // the host reaches it: it is up
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond, "the serving jail answers the host")
+	_, got = u.probeLines(t, []string{"10.0.0.0/8", serverAddr + ":8000"}, "tcp "+serverAddr+" 8000")
+	refusedFast(t, "a root caller's jail", got["tcp "+serverAddr+" 8000"])
+	// SIGTERM: the server's jail ends its workload and removes its
+	// network (SIGKILL would leave its lease to jail check --clean).
+	require.NoError(t, server.Process.Signal(syscall.SIGTERM))
+	_ = server.Wait()
+	u.n.requireNoLeftovers(t)
 
 	// The workload can change neither its rules nor its interface, and
 	// cannot go below TCP and UDP.

@@ -538,6 +538,46 @@ func HostNets() ([]netip.Prefix, error) {
 	return nets, nil
 }
 
+// UserGuards returns what an unprivileged caller's egress jail is refused
+// beyond the special ranges. pasta's connections come from this host, so
+// host is every IPv4 network it is on (HostNets) and each of its own
+// addresses as a /32, wherever it is (a /32 with no route of its own, an
+// address on lo): refused unless an entry names one, as for a root
+// caller's. jails is what no entry opens: the default pool and the
+// networks of root callers' jails' veths. Both are this moment's: an
+// address the host gains while the jail runs is not in them.
+func UserGuards() (host, jails []netip.Prefix, err error) {
+	if host, err = HostNets(); err != nil {
+		return nil, nil, err
+	}
+	addrs, err := netlink.AddrList(nil, unix.AF_INET)
+	if err != nil {
+		return nil, nil, fmt.Errorf("addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			host = append(host, netip.PrefixFrom(ip.Unmap(), 32))
+		}
+	}
+	jails = []netip.Prefix{netip.MustParsePrefix(DefaultPool)}
+	routes, err := netlink.RouteList(nil, unix.AF_INET)
+	if err != nil {
+		return nil, nil, fmt.Errorf("routes: %w", err)
+	}
+	for _, r := range routes {
+		if r.Dst == nil || r.Scope != netlink.SCOPE_LINK {
+			continue
+		}
+		if l, err := netlink.LinkByIndex(r.LinkIndex); err == nil && strings.HasPrefix(l.Attrs().Alias, leaseAlias) {
+			if a, ok := netip.AddrFromSlice(r.Dst.IP); ok {
+				ones, _ := r.Dst.Mask.Size()
+				jails = append(jails, netip.PrefixFrom(a.Unmap(), ones).Masked())
+			}
+		}
+	}
+	return host, jails, nil
+}
+
 // linkName is the name of interface index, or "#index".
 func linkName(index int) string {
 	if l, err := netlink.LinkByIndex(index); err == nil {

@@ -65,3 +65,6 @@ func (*UserLink) Close() error { return nil }
 
 // PruneUser does nothing.
 func PruneUser() []string { return nil }
+
+// UserGuards reports that egress networks need Linux.
+func UserGuards() (host, jails []netip.Prefix, err error) { return nil, nil, errNotLinux }

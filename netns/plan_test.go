@@ -170,7 +170,9 @@ func TestUserRuleset(t *testing.T) {
 	for _, s := range []string{"93.184.215.14:443", "10.1.2.3:8080", "udp/192.0.2.53:53", "0.0.0.0/0"} {
 		allow = append(allow, mustDest(t, s))
 	}
-	u, err := PlanUser(UserConfig{Allow: allow, HostNets: []netip.Prefix{netip.MustParsePrefix("198.51.7.9/24")}, LogDenied: 16})
+	allow = append(allow, mustDest(t, "10.213.0.0/16")) // another jail: never opened
+	u, err := PlanUser(UserConfig{Allow: allow, HostNets: []netip.Prefix{netip.MustParsePrefix("198.51.7.9/24"), netip.MustParsePrefix("203.0.114.5/32")},
+		Jails: []netip.Prefix{netip.MustParsePrefix(DefaultPool)}, LogDenied: 16})
 	require.NoError(t, err)
 	got := u.Ruleset()
 	golden := "testdata/user.nft"
@@ -181,8 +183,7 @@ func TestUserRuleset(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(want), got)
 
-	// Both base chains drop what no rule takes; loopback is the jail's.
-	assert.Equal(t, 2, strings.Count(got, "policy drop;"))
+	// The base chains drop what no rule takes; loopback is the jail's.
 	assert.Contains(t, got, "oifname \"lo\" accept\n\t\tcounter comment \"out\"")
 	// The private entry before the refused ranges (with the host's
 	// network), the internet after them.
@@ -190,6 +191,10 @@ func TestUserRuleset(t *testing.T) {
 		strings.Index(got, "ip daddr 0.0.0.0/0 meta l4proto tcp accept")
 	assert.True(t, i10 > 0 && iReject > i10 && iAll > iReject, "order: explicit private, private rejected, the rest")
 	assert.Contains(t, got, "198.51.7.0/24", "the host's network is refused")
+	assert.Contains(t, got, "203.0.114.5", "the host's own address, wherever it is, is refused")
+	// Other jails are refused before any entry, even one naming them.
+	assert.Less(t, strings.Index(got, "ip daddr { 10.213.0.0/16 } meta l4proto tcp counter reject"), i10)
+	assert.Equal(t, 3, strings.Count(got, "policy drop;"), "out, in and forward")
 	// What the jail sends is judged by the list alone; what comes in only
 	// as an answer.
 	out, in, _ := strings.Cut(got, "chain in {")

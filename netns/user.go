@@ -33,7 +33,13 @@ var UserChains = []struct {
 }{
 	{UserOut, "type filter hook output priority filter; policy drop;"},
 	{UserIn, "type filter hook input priority filter; policy drop;"},
+	// Nothing is routed through the jail (a new namespace copies the
+	// host's ip_forward): no rules, policy drop.
+	{UserFwd, "type filter hook forward priority filter; policy drop;"},
 }
+
+// UserFwd is the user-mode table's forward chain.
+const UserFwd Chain = "forward"
 
 // UserDeniedSet is the user-mode table's set of refused destinations.
 const UserDeniedSet = "denied"
@@ -42,10 +48,12 @@ const UserDeniedSet = "denied"
 type UserEgress struct {
 	// Allow is the allow-list, every entry with its address(es).
 	Allow []Dest
-	// HostNets are the networks the host is on, refused as the special
-	// ranges are: pasta's connections come from the host, so these are
-	// its neighbours (and pasta copies them into the jail).
+	// HostNets are the networks the host is on and its own addresses
+	// (UserGuards), refused as the special ranges are, unless an entry
+	// names one: pasta's connections come from the host.
 	HostNets []netip.Prefix
+	// Jails are refused whatever the list says: other jails (UserGuards).
+	Jails []netip.Prefix
 	// LogDenied is the size of the set of refused destinations, 0 for none.
 	LogDenied int
 	// Rules are the rules, in chain order.
@@ -54,9 +62,9 @@ type UserEgress struct {
 
 // UserConfig is what a user-mode egress jail's plan is made from.
 type UserConfig struct {
-	Allow     []Dest
-	HostNets  []netip.Prefix
-	LogDenied int
+	Allow           []Dest
+	HostNets, Jails []netip.Prefix
+	LogDenied       int
 }
 
 // PlanUser works out the rules of a user-mode egress jail. As Plan, it
@@ -79,10 +87,21 @@ func PlanUser(c UserConfig) (*UserEgress, error) {
 			u.HostNets = append(u.HostNets, n.Masked())
 		}
 	}
+	for _, n := range c.Jails {
+		if n.Addr().Is4() {
+			u.Jails = append(u.Jails, n.Masked())
+		}
+	}
 	rs := []Rule{
 		// The jail's loopback is its own.
 		{Chain: UserOut, OIF: "lo", Verdict: Accept},
 		{Chain: UserOut, Counter: true, Name: CountOut},
+	}
+	if len(u.Jails) > 0 {
+		// Other jails, whatever the list says.
+		set := mergePrefixes(u.Jails)
+		rs = append(rs, Rule{Chain: UserOut, DAddrs: set, Proto: TCP, Counter: true, Name: CountDenied, Verdict: RejectTCP},
+			Rule{Chain: UserOut, DAddrs: set, Counter: true, Name: CountDenied, Verdict: Reject})
 	}
 	rs = append(rs, allowRules(UserOut, "", u.Allow, u.HostNets, false)...)
 	rs = append(rs,

@@ -69,10 +69,16 @@ type lockedBuffer struct {
 	b  bytes.Buffer
 }
 
+// maxPastaOutput bounds what is kept of pasta's output.
+const maxPastaOutput = 16 << 10
+
 func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.b.Write(p)
+	if room := maxPastaOutput - b.b.Len(); room > 0 {
+		b.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
 }
 
 func (b *lockedBuffer) String() string {
@@ -191,6 +197,8 @@ func (l *UserLink) loadRules() error {
 			Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &drop}),
 		UserIn: conn.AddChain(&nftables.Chain{Name: string(UserIn), Table: table, Type: nftables.ChainTypeFilter,
 			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &drop}),
+		UserFwd: conn.AddChain(&nftables.Chain{Name: string(UserFwd), Table: table, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &drop}),
 	}
 	for _, r := range l.u.Rules {
 		var set *nftables.Set
@@ -232,6 +240,7 @@ func (l *UserLink) startPasta(pid int, path string) error {
 	proc := fmt.Sprintf("/proc/%d/ns/", pid)
 	c := exec.Command(path, pastaArgs(proc+"net", proc+"user", fifo)...)
 	c.Stdout, c.Stderr = &l.log, &l.log
+	c.WaitDelay = time.Second // its output's pipes, should anything else hold them
 	// pasta holds the jail's namespace: it must not outlive this process
 	// (a killed jail's PID 1 goes with it; pasta would not). The parent
 	// death signal comes when the thread that forked pasta exits, not

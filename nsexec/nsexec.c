@@ -94,8 +94,10 @@ int wait_for_go(struct plan *p)
 		 * cannot enter it (an unprivileged one) to load and read rules. */
 		struct sync_msg r = {.type = MSG_READY, .index = -1};
 		int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
-		if (fd < 0 || send_fd(SYNC_FD, &r, sizeof r, fd) < 0) return -1;
+		if (fd < 0) return -1;
+		int sent = send_fd(SYNC_FD, &r, sizeof r, fd);
 		close(fd);
+		if (sent < 0) return -1;
 	} else if (send_msg(MSG_READY, 0, 0, -1, NULL) < 0) return -1;
 	ssize_t n;
 	while ((n = recv(SYNC_FD, &m, sizeof m, 0)) < 0 && errno == EINTR);
