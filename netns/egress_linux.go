@@ -427,7 +427,11 @@ func Setup(e *Egress, lease *Lease, jailNS int) (_ *Link, retErr error) {
 // configureJail sets the jail's end up through a netlink handle made in
 // its namespace.
 func configureJail(e *Egress, jailNS int) error {
-	h, err := netlink.NewHandleAt(netns.NsHandle(jailNS))
+	// Route netlink only: without families the handle opens a socket of
+	// every family the library knows, and a kernel without one (xfrm_user
+	// is a module Debian's kernel does not load by itself) refuses the
+	// whole handle with EPROTONOSUPPORT.
+	h, err := netlink.NewHandleAt(netns.NsHandle(jailNS), unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink in the jail's namespace: %w", err)
 	}
