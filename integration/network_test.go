@@ -95,6 +95,11 @@ func newTestNet(t *testing.T) *testNet {
 // in runs a command in namespace ns.
 func (n *testNet) in(t *testing.T, ns string, args ...string) string {
 	t.Helper()
+	// The program by its path, found here: busybox's nsenter (the VM of
+	// integration/vm) would run its own applet of that name first.
+	if p, err := exec.LookPath(args[0]); err == nil {
+		args = append([]string{p}, args[1:]...)
+	}
 	out, err := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns}, args...)...).CombinedOutput()
 	require.NoError(t, err, "%v in %s: %s", args, ns, out)
 	return string(out)

@@ -17,6 +17,8 @@
 #   JAIL_VM_RUN      -test.run pattern for integration.test (default Cgroup)
 #   JAIL_VM_TIMEOUT  seconds for the whole VM run (default 1800)
 #   JAIL_VM_CGROUP_TEST  0: do not run cgroup.test (default 1)
+#   JAIL_VM_HOST_TOOLS   host programs to ship, with their libraries, for
+#                    the tests (default ip: the network tests' namespaces)
 #   and run.sh's (JAIL_VM_CACHE, JAIL_VM_ACCEL, JAIL_VM_CONSOLE, ...)
 #
 # Exit status: 0 all passed; 1 a build or a test failed (the last line says
@@ -69,6 +71,24 @@ gcc -static -O2 -o "$out/probe" integration/testdata/probe.c || fail "gcc -stati
 mkdir "$out/integration"
 CGO_ENABLED=1 go test -c "${static[@]}" -o "$out/integration/integration.test" ./integration || fail "go test -c ./integration"
 files=("$out/jail" "$out/probe" "$out/integration")
+
+# Host programs the tests run that busybox lacks (iproute2's ip: network
+# namespaces, veth pairs), shipped with their shared libraries into
+# /jail-it/tools: real/NAME is the program (its own name: ip reads argv[0]),
+# run by the host's dynamic loader from lib/, through the wrapper bin/NAME
+# first on the guest's PATH.
+mkdir -p "$out/tools/bin" "$out/tools/lib" "$out/tools/real"
+for t in ${JAIL_VM_HOST_TOOLS-ip}; do
+	p=$(command -v "$t") || fail "$t not found on this host (JAIL_VM_HOST_TOOLS)"
+	cp -L "$p" "$out/tools/real/$t"
+	ldd "$p" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | while read -r lib; do
+		if [[ $lib == */ld-linux* ]]; then cp -L "$lib" "$out/tools/lib/ld.so"; else cp -L "$lib" "$out/tools/lib/"; fi
+	done
+	[ -f "$out/tools/lib/ld.so" ] || fail "no dynamic loader for $p"
+	printf '#!/bin/sh\nexec /jail-it/tools/lib/ld.so --library-path /jail-it/tools/lib /jail-it/tools/real/%s "$@"\n' "$t" >"$out/tools/bin/$t"
+	chmod 0755 "$out/tools/bin/$t"
+done
+files+=("$out/tools")
 if [ -d cgroup ] && [ "${JAIL_VM_CGROUP_TEST:-1}" != 0 ]; then
 	mkdir "$out/cgroup"
 	CGO_ENABLED=1 go test -c "${static[@]}" -o "$out/cgroup/cgroup.test" ./cgroup || fail "go test -c ./cgroup"
@@ -101,6 +121,7 @@ echo "vm-test: cgroup2 at /sys/fs/cgroup; controllers: $(cat /sys/fs/cgroup/cgro
 # The integration suite's hostDir makes its temp dirs in $binDir/work, which
 # TestMain creates only when it builds jail itself.
 mkdir -m 1777 work || fatal "mkdir /jail-it/work"
+export PATH=/jail-it/tools/bin:$PATH
 rc=0
 echo "### vm-test: begin integration.test"
 (cd integration && JAIL_IT_PREBUILT=/jail-it ./integration.test -test.v -test.timeout "${timeout}s" -test.run "$run")
