@@ -858,10 +858,24 @@ func (c *Cmd) terminate(reason Status) {
 // one, the workload's process group is signaled first: PID 1's death alone
 // would leave it running (processes that left the group with setsid are
 // out of reach until cgroups, issue #3).
+//
+// A session's command has no PID namespace of its own: its helper is not
+// an init whose death takes the command's processes along, and a SIGKILL
+// to it would leave them running, and its children to the host's init.
+// So the helper is asked to SIGKILL its process's process group
+// (nsexec.KillJoinedSignal), reaps it and reports its end as for any
+// exit; what left the group (setsid) is in the command's cgroup, which
+// the end of the command kills and removes.
 func (c *Cmd) kill(sig syscall.Signal) {
 	c.mu.Lock()
 	group := c.group
 	c.mu.Unlock()
+	if c.session != nil && sig == syscall.SIGKILL {
+		if c.child != nil {
+			_ = c.child.Signal(nsexec.KillJoinedSignal)
+		}
+		return
+	}
 	if group > 0 {
 		_ = unix.Kill(-group, sig)
 	}
@@ -890,6 +904,11 @@ func (c *Cmd) stopTimers() {
 func (c *Cmd) Signal(sig os.Signal) error {
 	if c.child == nil {
 		return errors.New("jail: not started")
+	}
+	if sig == syscall.SIGKILL && c.session != nil {
+		// A session's command: its helper kills it and reports (kill).
+		c.kill(syscall.SIGKILL)
+		return nil
 	}
 	if sig == syscall.SIGKILL {
 		// SIGKILL ends PID 1 before it can report; Wait reports it.

@@ -188,6 +188,19 @@ func TestSessionExecTimeoutKillsWhatItStarted(t *testing.T) {
 	assert.Equal(t, "ok\n", sessOK(t, dir, "exec", id, "--", "echo", "ok"))
 }
 
+// TestSessionExecTimeoutKillsTheCommand: a command that times out, in a
+// session with or without a cgroup, is gone with its process group
+// (SIGKILL of its helper alone left it running, reparented out of reach).
+func TestSessionExecTimeoutKillsTheCommand(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	r := sess(t, dir, "exec", "--timeout", "300ms", id, "--", "sh", "-c", "sleep 60 & sleep 61")
+	assert.Equal(t, 124, r.code, r.stderr)
+	assert.Equal(t, "jail:init\nps\n", sessOK(t, dir, "exec", id, "--", "ps", "-e", "-o", "comm="),
+		"nothing of the timed-out command is left, not even a zombie")
+}
+
 func TestSessionOOMIsTheCommands(t *testing.T) {
 	if !hasCgroups() {
 		t.Skip("a memory limit needs a cgroup (refused without one: see TestSessionRefusesUnenforcedLimits)")

@@ -47,6 +47,7 @@ var cConstants = map[string]int64{
 	"PLAN_TIMENS":                C.PLAN_TIMENS,
 	"PLAN_PIDNS":                 C.PLAN_PIDNS,
 	"PLAN_NETFILTER":             C.PLAN_NETFILTER,
+	"SIG_KILL_JOINED":            C.SIG_KILL_JOINED,
 	"PLAN_SETGROUPS":             C.PLAN_SETGROUPS,
 	"OP_BIND":                    C.OP_BIND,
 	"OP_SETATTR":                 C.OP_SETATTR,

@@ -165,6 +165,10 @@ int reap_workload(struct plan *p)
 		if (!(fds[0].revents & POLLIN)) continue;
 		struct signalfd_siginfo si;
 		if (read(sfd, &si, sizeof si) != sizeof si) continue;
+		if (si.ssi_signo == SIG_KILL_JOINED) {
+			if (p->flags & PLAN_JOIN) kill(-pid, SIGKILL); /* its end is reported when it is reaped */
+			continue;
+		}
 		if (si.ssi_signo != SIGCHLD) {
 			kill(whole_jail(p) ? -1 : -pid, (int)si.ssi_signo);
 			continue;

@@ -49,6 +49,12 @@
 /* The longest session deadline, in ms: what a Go time.Duration holds. */
 #define MAX_DEADLINE_MS 9223372036854ULL
 
+/* SIG_KILL_JOINED asks a join helper to SIGKILL its process's process
+ * group, then report its end as usual: the parent's way to end a session's
+ * command, whose processes a SIGKILL of the helper alone would leave to the
+ * session's PID 1. A real-time signal no program sends by chance. */
+#define SIG_KILL_JOINED 62
+
 /* record tags */
 enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD,
        TAG_SECCOMP, TAG_SECCOMP_RULES, TAG_CGROUP_FDS, TAG_SOURCE_FDS, TAG_LANDLOCK, TAG_LANDLOCK_RULE, TAG_SESSION,

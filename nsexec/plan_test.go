@@ -25,6 +25,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"PLAN_TIMENS":                int64(FlagTimeNS),
 		"PLAN_PIDNS":                 int64(FlagPIDNS),
 		"PLAN_NETFILTER":             int64(FlagNetfilter),
+		"SIG_KILL_JOINED":            int64(KillJoinedSignal),
 		"PLAN_SETGROUPS":             int64(FlagSetgroups),
 		"OP_BIND":                    int64(OpBind),
 		"OP_SETATTR":                 int64(OpSetattr),

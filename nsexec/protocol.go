@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Fixed facts of the child protocol. nsexec.h holds the same values;
@@ -48,6 +49,12 @@ const MaxSources = maxSourceFDs
 // helper's pidfd of the jail's PID 1, followed by PID 1's
 // time_for_children namespace with FlagTimeNS (FlagJoin).
 func ExtraFD(cgroupFDs, sources uint32) int { return CgroupFD + int(cgroupFDs) + int(sources) }
+
+// KillJoinedSignal asks a join helper (FlagJoin) to SIGKILL its process's
+// process group and then report its end as usual: how the parent ends a
+// session's command, whose processes a SIGKILL of the helper alone would
+// leave running, reparented to the session's PID 1.
+const KillJoinedSignal = syscall.Signal(62)
 
 // Namespace flags a join plan may enter (Plan.JoinNS), as clone(2) names them.
 const (

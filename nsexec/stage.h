@@ -158,7 +158,7 @@ static inline int whole_jail(const struct plan *p) { return (p->flags & PLAN_PID
  * parent may signal the jail as soon as Start returns. */
 static inline int block_signals(sigset_t *set)
 {
-	static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+	static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIG_KILL_JOINED};
 	sigemptyset(set);
 	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(set, sigs[i]);
 	return sigprocmask(SIG_BLOCK, set, NULL);
