@@ -2,6 +2,7 @@ package jail
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,10 +152,13 @@ func lockFile(dir string, how int, wait, create bool) (*os.File, error) {
 // execSeq numbers the exec cgroups of this process.
 var execSeq atomic.Uint64
 
-// sessionCgroupName names a session's group: never a per-run group's name,
-// which cgroup.Prune would take for an orphan once its creator exits.
-func sessionCgroupName(id string) string {
-	return fmt.Sprintf("jail-session-%d-%s", os.Geteuid(), id)
+// sessionCgroupName names the group of session id of state directory base
+// (Sessions.Dir): never a per-run group's name, which cgroup.Prune would
+// take for an orphan once its creator exits, and never another state
+// directory's session's of the same id (jail serve keeps one per tenant).
+func sessionCgroupName(base, id string) string {
+	h := sha256.Sum256([]byte(base))
+	return fmt.Sprintf("jail-session-%d-%x-%s", os.Geteuid(), h[:4], id)
 }
 
 // Create creates a session: a jail built as for a run of ss.Spec, whose
@@ -270,7 +274,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			return err
 		}},
 		{name: "cgroup", do: func() error {
-			attach, err := c.makeSessionCgroup(&st)
+			attach, err := c.makeSessionCgroup(&st, filepath.Dir(dir))
 			files = append(attach, files...)
 			c.l.plan.CgroupFDs = uint32(len(attach))
 			return err
@@ -426,8 +430,8 @@ func hostID(maps []IDMap, id uint32) int {
 // and caller can: it measures and kills each command apart) and its init/
 // leaf for PID 1: cgroup v2 allows processes only in leaves of a group
 // that hands controllers down.
-func (c *Cmd) makeSessionCgroup(st *sessionState) ([]*os.File, error) {
-	name := sessionCgroupName(st.ID)
+func (c *Cmd) makeSessionCgroup(st *sessionState, base string) ([]*os.File, error) {
+	name := sessionCgroupName(base, st.ID)
 	g, err := cgroup.New(st.Spec.limits(), cgroup.Options{Parent: st.Spec.CgroupParent, AllowUnenforced: st.Spec.AllowUnenforced, Name: name})
 	if err != nil {
 		if st.Spec.limits() != (cgroup.Limits{}) {
