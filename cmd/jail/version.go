@@ -18,19 +18,24 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 		Short: "Print jail's version",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			v := version
-			if v == "" {
-				v = "devel"
-				if bi, ok := debug.ReadBuildInfo(); ok {
-					for _, s := range bi.Settings {
-						if s.Key == "vcs.revision" {
-							v += " " + s.Value
-						}
-					}
-				}
-			}
-			fmt.Fprintf(stdout, "jail %s %s %s/%s\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(stdout, "jail %s\n", versionString())
 			return nil
 		},
 	}
+}
+
+// versionString is jail's version, Go's, and the platform.
+func versionString() string {
+	v := version
+	if v == "" {
+		v = "devel"
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					v += " " + s.Value
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

@@ -1,0 +1,356 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	jail "github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/openapitest"
+	"github.com/jailrt/jail/server"
+)
+
+// served is a real `jail serve` on a unix socket, and a client for it.
+type served struct {
+	cmd    *exec.Cmd
+	sock   string
+	state  string
+	log    *bytes.Buffer
+	client *http.Client
+}
+
+// serve starts `jail serve` on a socket every user may connect to, with
+// its state in state.
+func serve(t *testing.T, state string) *served {
+	t.Helper()
+	dir := openDir(t)
+	s := &served{sock: filepath.Join(dir, "jail.sock"), state: state, log: &bytes.Buffer{}}
+	s.cmd = exec.Command(jailBin, "serve", "--listen", "unix:"+s.sock, "--state-dir", state, "--socket-mode", "0666", "--grace", "10s")
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	require.NoError(t, s.cmd.Start())
+	t.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			_ = s.cmd.Process.Signal(syscall.SIGTERM)
+			_ = s.cmd.Wait()
+		}
+		// Sessions outlive the server: a failed test's must not.
+		dirs, _ := filepath.Glob(filepath.Join(state, "tenants", "*", "sessions"))
+		for _, d := range dirs {
+			list, _ := (&jail.Sessions{Dir: d}).List(nil)
+			for _, sess := range list {
+				_, _ = sess.Remove()
+			}
+		}
+	})
+	s.client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", s.sock)
+	}}}
+	require.Eventually(t, func() bool {
+		resp, err := s.client.Get("http://jail/v1/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "jail serve answers: %s", s.log)
+	return s
+}
+
+// do sends a request with a JSON body (or none) and returns the status and body.
+func (s *served) do(t *testing.T, method, path, body string, header ...string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://jail"+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := s.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
+}
+
+// asUser sends a request as the unprivileged user unprivUID, through a
+// small Python client on the socket (the tenant is the peer's uid).
+func (s *served) asUser(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	script := `
+import socket, sys, http.client
+class C(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX); self.sock.connect(sys.argv[1])
+c = C("jail"); c.request(sys.argv[2], sys.argv[3], body=sys.argv[4] or None, headers={"Content-Type": "application/json"} if sys.argv[4] else {})
+r = c.getresponse(); sys.stdout.write(str(r.status) + "\n"); sys.stdout.flush(); sys.stdout.buffer.write(r.read())`
+	id := strconv.Itoa(unprivUID)
+	py := "/usr/bin/python3" // Debian's, which every user may run (not a shim in root's home)
+	out, err := exec.Command("setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", py, "-c", script, s.sock, method, path, body).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	code, rest, _ := strings.Cut(string(out), "\n")
+	n, err := strconv.Atoi(code)
+	require.NoError(t, err, "%s", out)
+	return n, []byte(rest)
+}
+
+func apiError(t *testing.T, b []byte) *server.Error {
+	t.Helper()
+	var eb server.ErrorBody
+	require.NoError(t, json.Unmarshal(b, &eb), "%s", b)
+	require.NotNil(t, eb.Error, "%s", b)
+	return eb.Error
+}
+
+func TestServeRunsAndSessions(t *testing.T) {
+	requireRoot(t)
+	state := openDir(t)
+	s := serve(t, state)
+
+	// A run: the result document, whatever the exit status.
+	code, b := s.do(t, "POST", "/v1/run", `{"shell": "read x; echo got $x; echo oops >&2; exit 3", "stdin": "hi\n"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	var res jail.Result
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, jail.StatusExited, res.Status)
+	assert.Equal(t, 3, res.ExitCode)
+	assert.Equal(t, "got hi\n", res.Stdout)
+	assert.Equal(t, "oops\n", res.Stderr)
+	code, b = s.do(t, "POST", "/v1/run", `{"argv": ["sleep", "5"], "timeout": "200ms"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, jail.StatusTimedOut, res.Status, "a timeout is a result")
+	code, b = s.do(t, "POST", "/v1/run", `{"argv": ["/no/such/program"]}`)
+	require.Equal(t, http.StatusOK, code, "a program that cannot be run is a result: %s", b)
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, jail.StatusSetupError, res.Status)
+	require.NotNil(t, res.Error)
+	assert.Equal(t, "execve", res.Error.Step)
+	code, b = s.do(t, "POST", "/v1/run", `{"argv": ["id"], "spec": {"memory_max_bytes": -1}}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "spec.memory_max_bytes", apiError(t, b).Field)
+
+	// A session: create, exec (waited for, then streamed), files, list, remove.
+	code, b = s.do(t, "POST", "/v1/sessions", `{"id": "s1", "labels": {"team": "a"}, "profile": "strict"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	var info jail.SessionInfo
+	require.NoError(t, json.Unmarshal(b, &info))
+	assert.Equal(t, "s1", info.ID)
+	assert.Equal(t, jail.SessionRunning, info.State)
+	code, b = s.do(t, "POST", "/v1/sessions", `{"id": "s1"}`)
+	assert.Equal(t, http.StatusConflict, code)
+	assert.Equal(t, server.CodeAlreadyExists, apiError(t, b).Code)
+
+	code, b = s.do(t, "PUT", "/v1/sessions/s1/files/workspace/app/main.sh?mkdir=1&mode=0755", "#!/bin/sh\necho from a file\n")
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	code, b = s.do(t, "POST", "/v1/sessions/s1/exec", `{"argv": ["/workspace/app/main.sh"], "env": ["A=1"]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, "from a file\n", res.Stdout)
+	assert.Equal(t, "s1", res.SessionID)
+	code, b = s.do(t, "GET", "/v1/sessions/s1/files/workspace/app/main.sh", "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "#!/bin/sh\necho from a file\n", string(b))
+	code, b = s.do(t, "GET", "/v1/sessions/s1/files/workspace?list", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"path": "/workspace/app"`)
+	code, b = s.do(t, "GET", "/v1/sessions/s1/files/workspace/nope", "")
+	assert.Equal(t, http.StatusNotFound, code, "%s", b)
+	code, _ = s.do(t, "DELETE", "/v1/sessions/s1/files/workspace/app?recursive=1", "")
+	assert.Equal(t, http.StatusOK, code)
+	code, _ = s.do(t, "HEAD", "/v1/sessions/s1/files/workspace/app", "")
+	assert.Equal(t, http.StatusNotFound, code)
+
+	// Streamed: ordered events, the exit event last with the result.
+	events := s.stream(t, "/v1/sessions/s1/exec", `{"shell": "echo one; echo two >&2; printf '\\377'; exit 4"}`, nil)
+	require.NotEmpty(t, events)
+	assert.Equal(t, "start", events[0]["event"])
+	last := events[len(events)-1]
+	require.Equal(t, "exit", last["event"], "the last event is exit: %v", events)
+	assert.Equal(t, float64(4), last["result"].(map[string]any)["exit_code"])
+	var out, errs string
+	base64Seen := false
+	for i, e := range events {
+		assert.Equal(t, float64(i+1), e["seq"], "events in order")
+		data, _ := e["data"].(string)
+		if e["encoding"] == "base64" {
+			b, err := base64.StdEncoding.DecodeString(data)
+			require.NoError(t, err)
+			data, base64Seen = string(b), true
+		}
+		switch e["event"] {
+		case "stdout":
+			out += data
+		case "stderr":
+			errs += data
+		}
+	}
+	assert.Equal(t, "one\n\xff", out)
+	assert.True(t, base64Seen, "bytes that are not UTF-8 come as base64")
+	assert.Equal(t, "two\n", errs)
+
+	// A client that goes away ends its command: nothing is left running.
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stream(t, "/v1/sessions/s1/exec", `{"argv": ["sleep", "60"]}`, func(e map[string]any) bool {
+		if e["event"] == "start" {
+			cancel()
+			return false
+		}
+		return true
+	}, ctx)
+	require.Eventually(t, func() bool {
+		_, b := s.do(t, "GET", "/metrics", "")
+		return strings.Contains(string(b), "jail_runs_in_flight 0")
+	}, 10*time.Second, 50*time.Millisecond, "the abandoned command ends")
+	code, b = s.do(t, "POST", "/v1/sessions/s1/exec", `{"shell": "ps -e -o pid,comm; ps -e -o comm= | grep -c sleep || true"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.True(t, strings.HasSuffix(res.Stdout, "\n0\n"), "no sleep left in the session: %s", res.Stdout)
+
+	code, b = s.do(t, "GET", "/v1/sessions?label=team=a", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, string(b), `"id": "s1"`)
+	code, b = s.do(t, "GET", "/v1/sessions?label=team=b", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.NotContains(t, string(b), `"id": "s1"`)
+
+	// Another tenant sees nothing of it, and may not use the server's
+	// privilege.
+	code, b = s.asUser(t, "GET", "/v1/sessions/s1", "")
+	assert.Equal(t, http.StatusNotFound, code, "%s", b)
+	code, b = s.asUser(t, "POST", "/v1/sessions/s1/exec", `{"argv": ["id"]}`)
+	assert.Equal(t, http.StatusNotFound, code, "%s", b)
+	code, b = s.asUser(t, "GET", "/v1/sessions", "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.NotContains(t, string(b), "s1")
+	for field, spec := range map[string]string{
+		"spec.mounts[0]":          `{"mounts": [{"type": "ro-bind", "source": "/root", "target": "/x"}]}`,
+		"spec.seccomp":            `{"seccomp": "none"}`,
+		"spec.disable_namespaces": `{"disable_namespaces": ["user"]}`,
+	} {
+		code, b = s.asUser(t, "POST", "/v1/run", `{"argv": ["id"], "spec": `+spec+`}`)
+		assert.Equal(t, http.StatusForbidden, code, "%s: %s", field, b)
+		assert.Equal(t, field, apiError(t, b).Field)
+	}
+	// Its own session of the same id is its own.
+	code, b = s.asUser(t, "POST", "/v1/sessions", `{"id": "s1"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	code, b = s.asUser(t, "DELETE", "/v1/sessions/s1", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	code, _ = s.do(t, "GET", "/v1/sessions/s1", "")
+	require.Equal(t, http.StatusOK, code, "the other tenant's s1 is untouched")
+	code, b = s.asUser(t, "POST", "/v1/run", `{"argv": ["id", "-u"]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"stdout": "1000\n"`)
+	code, b = s.do(t, "GET", "/v1/info", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, string(b), `"admin": true`)
+
+	code, b = s.do(t, "GET", "/metrics", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, string(b), `jail_runs_total{kind="exec",status="exited"}`)
+	// Every answer this test got, route and status, is in openapi.yaml.
+	doc := openapitest.Load(t, "../schema/openapi.yaml")
+	answers := regexp.MustCompile(`(?m)^jail_http_requests_total\{route="([^"]+)",code="(\d+)"\} `).FindAllStringSubmatch(string(b), -1)
+	require.NotEmpty(t, answers)
+	for _, a := range answers {
+		assert.True(t, doc.Documents(a[1], a[2]), "openapi.yaml does not document %s answering %s", a[1], a[2])
+	}
+	assert.Contains(t, string(b), `jail_http_requests_total{route="POST /v1/run",code="403"} 3`)
+
+	// Sessions outlive the server: a new one finds s1 and its files.
+	code, _ = s.do(t, "PUT", "/v1/sessions/s1/files/workspace/keep.txt", "kept\n")
+	require.Equal(t, http.StatusCreated, code)
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, s.cmd.Wait(), "a drained server exits 0: %s", s.log)
+	s2 := serve(t, state)
+	code, b = s2.do(t, "GET", "/v1/sessions/s1/files/workspace/keep.txt", "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "kept\n", string(b))
+	code, b = s2.do(t, "DELETE", "/v1/sessions/s1", "")
+	assert.Equal(t, http.StatusOK, code, "%s", b)
+	code, _ = s2.do(t, "GET", "/v1/sessions/s1", "")
+	assert.Equal(t, http.StatusNotFound, code)
+}
+
+// stream posts body to path with Accept: application/x-ndjson and returns
+// the events, or, with each not nil, calls it for each event until it
+// returns false.
+func (s *served) stream(t *testing.T, path, body string, each func(map[string]any) bool, ctx ...context.Context) []map[string]any {
+	t.Helper()
+	c := context.Background()
+	if len(ctx) > 0 {
+		c = ctx[0]
+	}
+	req, err := http.NewRequestWithContext(c, "POST", "http://jail"+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := s.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
+	var events []map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var e map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &e), "%s", sc.Bytes())
+		events = append(events, e)
+		if each != nil && !each(e) {
+			break
+		}
+	}
+	return events
+}
+
+// TestServeDrain: SIGTERM lets a run under way finish and refuses new work.
+func TestServeDrain(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	done := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", "http://jail/v1/run", strings.NewReader(`{"shell": "sleep 1; echo finished"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := s.client.Do(req)
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}()
+	require.Eventually(t, func() bool {
+		_, b := s.do(t, "GET", "/metrics", "")
+		return strings.Contains(string(b), "jail_runs_in_flight 1")
+	}, 10*time.Second, 20*time.Millisecond)
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	got := <-done
+	assert.True(t, strings.HasPrefix(got, "200 "), "the run under way finishes: %s", got)
+	assert.Contains(t, got, `"stdout": "finished\n"`)
+	require.NoError(t, s.cmd.Wait(), "%s", s.log)
+	_, err := os.Stat(s.sock)
+	assert.True(t, os.IsNotExist(err), "the socket is removed")
+	assert.Contains(t, s.log.String(), "draining")
+}

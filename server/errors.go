@@ -1,0 +1,183 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/jailrt/jail"
+)
+
+// Error codes: stable, what a client switches on. Each has its HTTP status.
+const (
+	CodeBadRequest      = "BAD_REQUEST"          // 400: a field is wrong; Error.Field names it
+	CodeUnauthenticated = "UNAUTHENTICATED"      // 401
+	CodeForbidden       = "FORBIDDEN"            // 403: a field this tenant may not set; Error.Field names it
+	CodeNotFound        = "NOT_FOUND"            // 404: also another tenant's session
+	CodeAlreadyExists   = "ALREADY_EXISTS"       // 409
+	CodeNotRunning      = "NOT_RUNNING"          // 409: the session ended or is paused
+	CodeBusy            = "BUSY"                 // 409: the session is in another operation
+	CodeTooLarge        = "PAYLOAD_TOO_LARGE"    // 413
+	CodeUnenforceable   = "UNENFORCEABLE"        // 422: this host cannot enforce what the spec asks
+	CodeCapacity        = "CAPACITY"             // 503 with Retry-After: a limit of the tenant's or the server's
+	CodeNoStorage       = "INSUFFICIENT_STORAGE" // 507: the workspace is full
+	CodeSetupFailed     = "SETUP_FAILED"         // 500: the jail could not be built; Error.Step names the step
+	CodeInternal        = "INTERNAL"             // 500
+)
+
+var statusOf = map[string]int{
+	CodeBadRequest: http.StatusBadRequest, CodeUnauthenticated: http.StatusUnauthorized, CodeForbidden: http.StatusForbidden,
+	CodeNotFound: http.StatusNotFound, CodeAlreadyExists: http.StatusConflict, CodeNotRunning: http.StatusConflict,
+	CodeBusy: http.StatusConflict, CodeTooLarge: http.StatusRequestEntityTooLarge, CodeUnenforceable: http.StatusUnprocessableEntity,
+	CodeCapacity: http.StatusServiceUnavailable, CodeNoStorage: http.StatusInsufficientStorage,
+	CodeSetupFailed: http.StatusInternalServerError, CodeInternal: http.StatusInternalServerError,
+}
+
+// Error is the body of every error answer: {"error": Error}. A non-zero
+// exit, a timeout or an OOM of a workload is a result, never an Error.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Field names the request's field at fault (BAD_REQUEST, FORBIDDEN),
+	// as JSON spells it: "spec.mounts[0].source".
+	Field string `json:"field,omitempty"`
+	// Step names the setup step that failed (SETUP_FAILED).
+	Step string `json:"step,omitempty"`
+	// Retryable says the same request may succeed later (CAPACITY, BUSY).
+	Retryable bool `json:"retryable"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// ErrorBody is the JSON document of an error answer.
+type ErrorBody struct {
+	Error *Error `json:"error"`
+}
+
+func apiErr(code, field, format string, args ...any) *Error {
+	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...),
+		Retryable: code == CodeCapacity || code == CodeBusy}
+}
+
+// asAPIError maps an error of the jail package (or of the request) to the
+// answer's Error; field prefixes a SpecError's field ("spec").
+func asAPIError(err error, field string) *Error {
+	var ae *Error
+	var se *jail.SpecError
+	var fe *jail.FeatureError
+	var ie *jail.InitError
+	var fileErr *jail.FileError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &mbe):
+		return apiErr(CodeTooLarge, "", "the request body is larger than %d bytes", mbe.Limit)
+	case errors.As(err, &se):
+		f := se.Field
+		if field != "" {
+			f = field + "." + f
+		}
+		return apiErr(CodeBadRequest, f, "%s", err.Error())
+	case errors.As(err, &fe):
+		return apiErr(CodeUnenforceable, "", "%s", err.Error())
+	case errors.Is(err, jail.ErrNotFound):
+		return apiErr(CodeNotFound, "", "%s", err.Error())
+	case errors.Is(err, jail.ErrExists):
+		return apiErr(CodeAlreadyExists, "", "%s", err.Error())
+	case errors.Is(err, jail.ErrNotRunning):
+		return apiErr(CodeNotRunning, "", "%s", err.Error())
+	case errors.Is(err, jail.ErrBusy):
+		return apiErr(CodeBusy, "", "%s", err.Error())
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		return apiErr(CodeNoStorage, "", "%s", err.Error())
+	case errors.As(err, &fileErr):
+		if fileErr.Errno == syscall.ENOENT {
+			return apiErr(CodeNotFound, "path", "%s", err.Error())
+		}
+		return apiErr(CodeBadRequest, "path", "%s", err.Error())
+	case errors.As(err, &ie):
+		e := apiErr(CodeSetupFailed, "", "%s", err.Error())
+		e.Step = ie.Step
+		return e
+	}
+	return apiErr(CodeInternal, "", "%s", err.Error())
+}
+
+// writeError answers with e's status and body.
+func writeError(w http.ResponseWriter, e *Error) {
+	if e.Code == CodeCapacity {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, statusOf[e.Code], ErrorBody{Error: e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// decode reads one JSON document of at most limit bytes into v, refusing
+// unknown fields and trailing data, and names the field at fault.
+func decode(r *http.Request, w http.ResponseWriter, limit int64, v any) *Error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return apiErr(CodeBadRequest, "", "Content-Type %q: want application/json", ct)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return apiErr(CodeBadRequest, "", "the body holds more than one JSON document")
+	}
+	return nil
+}
+
+// decodeError names the field of a JSON decoding error where it can.
+func decodeError(err error) *Error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return apiErr(CodeTooLarge, "", "the request body is larger than %d bytes", mbe.Limit)
+	case errors.As(err, &te):
+		// The path as JSON spells it: without the Go names of embedded
+		// structs ("Command.argv" is "argv").
+		var parts []string
+		for _, p := range strings.Split(te.Field, ".") {
+			if p != "" && !(p[0] >= 'A' && p[0] <= 'Z') {
+				parts = append(parts, p)
+			}
+		}
+		f := strings.Join(parts, ".")
+		return apiErr(CodeBadRequest, f, "field %s: want %s, got JSON %s", f, te.Type, te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return apiErr(CodeBadRequest, "", "malformed JSON: the body ends inside a value")
+	case errors.As(err, &se):
+		return apiErr(CodeBadRequest, "", "malformed JSON at byte %d: %v", se.Offset, err)
+	case errors.Is(err, io.EOF):
+		return apiErr(CodeBadRequest, "", "empty body: want a JSON object")
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		f, _ := strconv.Unquote(name)
+		return apiErr(CodeBadRequest, f, "unknown field %s", name)
+	}
+	return apiErr(CodeBadRequest, "", "%s", strings.TrimPrefix(msg, "json: "))
+}
+
+// jsonLine is v as one line of JSON.
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	return append(b, '\n'), err
+}

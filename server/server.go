@@ -1,0 +1,851 @@
+// Package server is `jail serve`: jail's HTTP API for runs, sessions, their
+// commands (waited for, or streamed as NDJSON events) and their files, over
+// a unix socket whose peers are told apart by their uid (SO_PEERCRED).
+//
+// Each tenant (peer uid) has its own sessions, snapshots and workspaces, in
+// a directory of its own under Config.StateDir: another tenant's session is
+// not found (404), whatever its id. The server makes every jail with its
+// own privilege, so a tenant that is neither root nor the server's own
+// user may set no field that uses it on the host (checkSpec): host paths,
+// host ids, fewer namespaces, the host's network, a weaker filter.
+//
+// Sessions live in the state directory, not in the server: a restarted
+// server finds them (and the CLI sees them with `jail session --state-dir
+// DIR/tenants/UID/sessions`). Drain (on SIGTERM) refuses new work with 503
+// and lets the requests under way finish.
+//
+// The API, its errors and its events are described in schema/openapi.yaml.
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/profiles"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxRuns      = 16
+	DefaultProfile      = "strict"
+	// KeepaliveInterval is how often a quiet event stream gets a
+	// keepalive event.
+	KeepaliveInterval = 15 * time.Second
+	// writeTimeout bounds each write of a streamed answer: a client that
+	// does not read cannot hold a run forever.
+	writeTimeout = 30 * time.Second
+)
+
+// Config configures a Server.
+type Config struct {
+	// StateDir holds the tenants' directories: StateDir/tenants/UID/
+	// {sessions,snapshots,workspaces}. Required.
+	StateDir string
+	// HelperPath is as in jail.Cmd.
+	HelperPath string
+	// Logger gets one record per request; nil discards them.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a JSON request body (DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// MaxRuns bounds the runs and commands one tenant has under way at
+	// once (DefaultMaxRuns); one more gets 503 CAPACITY.
+	MaxRuns int
+	// Version is reported by /v1/info.
+	Version string
+	// Host is what /v1/info reports of the host (jail check's features);
+	// Ready is false when a feature jail needs is missing.
+	Host  any
+	Ready bool
+}
+
+// Server serves the API. Make it with New.
+type Server struct {
+	cfg      Config
+	uid      uint32
+	draining atomic.Bool
+	mu       sync.Mutex
+	running  map[uint32]int // runs and commands under way, per tenant
+	m        *metrics
+}
+
+// New makes a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.StateDir == "" {
+		return nil, errors.New("server: no state directory")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxRuns <= 0 {
+		cfg.MaxRuns = DefaultMaxRuns
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[uint32]int{}, m: newMetrics()}
+	return s, nil
+}
+
+// Drain makes the server refuse new work (runs, commands, sessions: 503)
+// and /v1/ready answer 503; requests under way go on.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+type tenantKey struct{}
+
+// ConnContext records the peer of a unix socket connection in ctx: use it
+// as http.Server.ConnContext. A connection whose peer cannot be told is
+// refused (401) by every route but health.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	uid, err := peerUID(uc)
+	if err != nil {
+		return ctx
+	}
+	return context.WithValue(ctx, tenantKey{}, uid)
+}
+
+// tenant returns who asks, or false.
+func (s *Server) tenant(r *http.Request) (Tenant, bool) {
+	uid, ok := r.Context().Value(tenantKey{}).(uint32)
+	if !ok {
+		return Tenant{}, false
+	}
+	return Tenant{UID: uid, Admin: uid == 0 || uid == s.uid}, true
+}
+
+// sessions is the tenant's session manager.
+func (s *Server) sessions(t Tenant) *jail.Sessions {
+	dir := filepath.Join(s.cfg.StateDir, "tenants", strconv.FormatUint(uint64(t.UID), 10))
+	return &jail.Sessions{Dir: filepath.Join(dir, "sessions"), SnapshotDir: filepath.Join(dir, "snapshots"),
+		WorkspaceDir: filepath.Join(dir, "workspaces"), HelperPath: s.cfg.HelperPath, Logger: s.cfg.Logger}
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(pattern string, h func(http.ResponseWriter, *http.Request, Tenant) *Error) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			t0 := time.Now()
+			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+			t, ok := s.tenant(r)
+			var e *Error
+			if !ok {
+				e = apiErr(CodeUnauthenticated, "", "the peer of this connection is unknown: connect to the server's unix socket")
+			} else {
+				e = s.protect(func() *Error { return h(rec, r, t) })
+			}
+			if e != nil && !rec.wrote {
+				writeError(rec, e)
+			}
+			s.m.requests.inc(pattern, strconv.Itoa(rec.status))
+			attrs := []any{"tenant", t.UID, "method", r.Method, "route", pattern, "status", rec.status, "duration", time.Since(t0)}
+			if id := r.PathValue("id"); id != "" {
+				attrs = append(attrs, "session", id)
+			}
+			if e != nil {
+				attrs = append(attrs, "code", e.Code)
+			}
+			s.cfg.Logger.Info("request", attrs...)
+		})
+	}
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	for _, rt := range s.routes() {
+		route(rt.pattern, rt.h)
+	}
+	mux.Handle("GET /metrics", s.m)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, apiErr(CodeNotFound, "", "no route %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+type routeEntry struct {
+	pattern string
+	h       func(http.ResponseWriter, *http.Request, Tenant) *Error
+}
+
+// routes are the API's routes that need a known peer.
+func (s *Server) routes() []routeEntry {
+	return []routeEntry{
+		{"GET /v1/ready", s.ready},
+		{"GET /v1/info", s.info},
+		{"POST /v1/run", s.run},
+		{"POST /v1/sessions", s.createSession},
+		{"GET /v1/sessions", s.listSessions},
+		{"GET /v1/sessions/{id}", s.getSession},
+		{"DELETE /v1/sessions/{id}", s.deleteSession},
+		{"POST /v1/sessions/{id}/exec", s.exec},
+		{"PUT /v1/sessions/{id}/files/{path...}", s.putFile},
+		{"GET /v1/sessions/{id}/files/{path...}", s.getFile},
+		{"HEAD /v1/sessions/{id}/files/{path...}", s.statFile},
+		{"DELETE /v1/sessions/{id}/files/{path...}", s.deleteFile},
+	}
+}
+
+// Routes lists every route of the API as "METHOD PATH" (the path as
+// net/http's patterns spell it), for the test that ties them to
+// schema/openapi.yaml.
+func Routes() []string {
+	out := []string{"GET /v1/health", "GET /metrics"}
+	for _, r := range (&Server{}).routes() {
+		out = append(out, r.pattern)
+	}
+	return out
+}
+
+// protect runs h, turning a panic into an INTERNAL error: one request's
+// bug does not take the server down.
+func (s *Server) protect(h func() *Error) (e *Error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.cfg.Logger.Error("panic", "panic", p)
+			e = apiErr(CodeInternal, "", "internal error")
+		}
+	}()
+	return h()
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	switch {
+	case s.draining.Load():
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "draining"})
+	case !s.cfg.Ready:
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "jail check finds a feature jail needs missing on this host (GET /v1/info)"})
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+	}
+	return nil
+}
+
+// Info is the answer of GET /v1/info.
+type Info struct {
+	Version  string   `json:"version"`
+	Tenant   Tenant   `json:"tenant"`
+	Profiles []string `json:"profiles"`
+	Host     any      `json:"host"`
+}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	writeJSON(w, http.StatusOK, Info{Version: s.cfg.Version, Tenant: t, Profiles: profiles.Names(), Host: s.cfg.Host})
+	return nil
+}
+
+// acquire takes one of the tenant's run slots, or answers CAPACITY; the
+// caller calls the release it returns.
+func (s *Server) acquire(t Tenant) (func(), *Error) {
+	if s.draining.Load() {
+		return nil, apiErr(CodeCapacity, "", "the server is draining: it takes no new work")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running[t.UID] >= s.cfg.MaxRuns {
+		return nil, apiErr(CodeCapacity, "", "tenant %d has %d runs and commands under way, its limit", t.UID, s.cfg.MaxRuns)
+	}
+	s.running[t.UID]++
+	s.m.inflight.add(1)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.running[t.UID]--; s.running[t.UID] == 0 {
+			delete(s.running, t.UID)
+		}
+		s.m.inflight.add(-1)
+	}, nil
+}
+
+// Command is what a run or a session command runs: argv, or shell (run by
+// /bin/sh -c), with stdin as text or base64.
+type Command struct {
+	Argv     []string      `json:"argv,omitempty"`
+	Shell    string        `json:"shell,omitempty"`
+	Stdin    *string       `json:"stdin,omitempty"`
+	StdinB64 string        `json:"stdin_b64,omitempty"`
+	Timeout  jail.Duration `json:"timeout,omitempty"`
+}
+
+func (c *Command) args() ([]string, *Error) {
+	switch {
+	case len(c.Argv) > 0 && c.Shell != "":
+		return nil, apiErr(CodeBadRequest, "shell", "give argv or shell, not both")
+	case c.Shell != "":
+		return []string{"/bin/sh", "-c", c.Shell}, nil
+	case len(c.Argv) == 0 || c.Argv[0] == "":
+		return nil, apiErr(CodeBadRequest, "argv", "no command: give argv (a non-empty list) or shell")
+	}
+	return c.Argv, nil
+}
+
+func (c *Command) stdin() (io.Reader, *Error) {
+	switch {
+	case c.Stdin != nil && c.StdinB64 != "":
+		return nil, apiErr(CodeBadRequest, "stdin_b64", "give stdin or stdin_b64, not both")
+	case c.Stdin != nil:
+		return strings.NewReader(*c.Stdin), nil
+	case c.StdinB64 != "":
+		b, err := base64.StdEncoding.DecodeString(c.StdinB64)
+		if err != nil {
+			return nil, apiErr(CodeBadRequest, "stdin_b64", "not standard base64: %v", err)
+		}
+		return strings.NewReader(string(b)), nil
+	}
+	return nil, nil
+}
+
+// RunRequest is the body of POST /v1/run.
+type RunRequest struct {
+	// Profile is a built-in profile (DefaultProfile when neither it nor
+	// Spec is given); Spec a whole Spec instead.
+	Profile string     `json:"profile,omitempty"`
+	Spec    *jail.Spec `json:"spec,omitempty"`
+	Command
+}
+
+// specOf returns the Spec a request names: its own, or its profile's.
+func specOf(profile string, spec *jail.Spec) (jail.Spec, *Error) {
+	if spec != nil {
+		if profile != "" {
+			return jail.Spec{}, apiErr(CodeBadRequest, "profile", "give profile or spec, not both")
+		}
+		return *spec, nil
+	}
+	if profile == "" {
+		profile = DefaultProfile
+	}
+	if e := checkProfile(profile, "profile"); e != nil {
+		return jail.Spec{}, e
+	}
+	p, err := profiles.Load(profile)
+	if err != nil {
+		return jail.Spec{}, apiErr(CodeInternal, "", "%v", err)
+	}
+	return p.Spec, nil
+}
+
+func (s *Server) run(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	var req RunRequest
+	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
+		return e
+	}
+	spec, e := specOf(req.Profile, req.Spec)
+	if e != nil {
+		return e
+	}
+	if e := checkSpec(t, &spec, "spec"); e != nil {
+		return e
+	}
+	argv, e := req.args()
+	if e != nil {
+		return e
+	}
+	stdin, e := req.stdin()
+	if e != nil {
+		return e
+	}
+	if req.Timeout != 0 {
+		spec.Timeout = req.Timeout
+	}
+	release, e := s.acquire(t)
+	if e != nil {
+		return e
+	}
+	defer release()
+	// The request's context: a client that goes away ends the run.
+	c := jail.Command(r.Context(), spec, argv[0], argv[1:]...)
+	c.Stdin, c.Capture, c.HelperPath, c.Logger = stdin, true, s.cfg.HelperPath, s.cfg.Logger
+	return s.finish(w, r, "run", c, nil)
+}
+
+// finish runs c (started already when ev is not nil: a stream) and answers
+// with its Result, or with the error that kept it from running.
+func (s *Server) finish(w http.ResponseWriter, r *http.Request, kind string, c *jail.Cmd, ev *events) *Error {
+	t0 := time.Now()
+	var err error
+	if ev == nil {
+		err = c.Run()
+	} else {
+		err = c.Wait()
+	}
+	s.m.duration.observe(time.Since(t0).Seconds(), kind)
+	var ie *jail.InitError
+	if errors.As(err, &ie) && ie.Step == "execve" && c.Result != nil {
+		// The jail was built; the caller's program could not be run (not
+		// found, not executable): a result, as a shell's 127 is.
+		err = nil
+	}
+	if err != nil {
+		s.m.results.inc(kind, "error")
+		e := asAPIError(err, "spec")
+		if ev != nil {
+			ev.send(map[string]any{"event": "error", "error": e})
+			return nil
+		}
+		return e
+	}
+	s.m.results.inc(kind, string(c.Result.Status))
+	if ev != nil {
+		ev.send(map[string]any{"event": "exit", "result": c.Result})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, c.Result)
+	return nil
+}
+
+// SessionRequest is the body of POST /v1/sessions.
+type SessionRequest struct {
+	ID          string            `json:"id,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	TTL         jail.Duration     `json:"ttl,omitempty"`
+	IdleTimeout jail.Duration     `json:"idle_timeout,omitempty"`
+	Workspace   jail.Workspace    `json:"workspace,omitzero"`
+	// From makes the session from one of the tenant's snapshots.
+	From    string     `json:"from,omitempty"`
+	Profile string     `json:"profile,omitempty"`
+	Spec    *jail.Spec `json:"spec,omitempty"`
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	var req SessionRequest
+	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
+		return e
+	}
+	ss := jail.SessionSpec{ID: req.ID, Labels: req.Labels, TTL: time.Duration(req.TTL), IdleTimeout: time.Duration(req.IdleTimeout),
+		Workspace: req.Workspace, From: req.From}
+	if req.From == "" {
+		spec, e := specOf(req.Profile, req.Spec)
+		if e != nil {
+			return e
+		}
+		ss.Spec = spec
+	} else if req.Profile != "" || req.Spec != nil {
+		return apiErr(CodeBadRequest, "from", "a session from a snapshot has the snapshot's spec: give no profile or spec")
+	}
+	if e := checkSpec(t, &ss.Spec, "spec"); e != nil {
+		return e
+	}
+	if e := checkWorkspace(t, ss.Workspace); e != nil {
+		return e
+	}
+	if s.draining.Load() {
+		return apiErr(CodeCapacity, "", "the server is draining: it takes no new work")
+	}
+	sess, err := s.sessions(t).Create(r.Context(), ss)
+	if err != nil {
+		return asAPIError(err, "spec")
+	}
+	info, err := sess.Inspect()
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, http.StatusCreated, info)
+	return nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	labels := map[string]string{}
+	for _, l := range r.URL.Query()["label"] {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return apiErr(CodeBadRequest, "label", "label %q: want KEY=VALUE", l)
+		}
+		labels[k] = v
+	}
+	state := r.URL.Query().Get("state")
+	list, err := s.sessions(t).List(labels)
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	out := []*jail.SessionInfo{}
+	for _, sess := range list {
+		info, err := sess.Inspect()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if state == "" || info.State == state {
+			out = append(out, info)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
+	return nil
+}
+
+// session finds the tenant's session named by the path.
+func (s *Server) session(r *http.Request, t Tenant) (*jail.Session, *Error) {
+	id := r.PathValue("id")
+	if !jail.ValidSessionID(id) {
+		return nil, apiErr(CodeNotFound, "id", "no session %q", id)
+	}
+	sess, err := s.sessions(t).Get(id)
+	if err != nil {
+		return nil, asAPIError(err, "")
+	}
+	return sess, nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	sess, e := s.session(r, t)
+	if e != nil {
+		return e
+	}
+	info, err := sess.Inspect()
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	sess, e := s.session(r, t)
+	if e != nil {
+		return e
+	}
+	killed, err := sess.Remove()
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": sess.ID(), "removed": true, "killed": killed})
+	return nil
+}
+
+// ExecRequest is the body of POST /v1/sessions/{id}/exec: a Command, and
+// the environment and working directory (the session's by default).
+type ExecRequest struct {
+	Command
+	Env []string `json:"env,omitempty"`
+	Cwd string   `json:"cwd,omitempty"`
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	var req ExecRequest
+	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
+		return e
+	}
+	argv, e := req.args()
+	if e != nil {
+		return e
+	}
+	stdin, e := req.stdin()
+	if e != nil {
+		return e
+	}
+	for i, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return apiErr(CodeBadRequest, "env["+strconv.Itoa(i)+"]", "env entry %q: want KEY=VALUE", kv)
+		}
+	}
+	sess, e := s.session(r, t)
+	if e != nil {
+		return e
+	}
+	release, e := s.acquire(t)
+	if e != nil {
+		return e
+	}
+	defer release()
+	c := sess.Command(r.Context(), argv[0], argv[1:]...)
+	c.Stdin, c.Capture, c.Logger = stdin, true, s.cfg.Logger
+	if len(req.Env) > 0 {
+		c.Spec.Env = mergeEnv(c.Spec.Env, req.Env)
+	}
+	if req.Cwd != "" {
+		c.Spec.Cwd = req.Cwd
+	}
+	if req.Timeout != 0 {
+		c.Spec.Timeout = req.Timeout
+	}
+	if !wantsStream(r) {
+		return s.finish(w, r, "exec", c, nil)
+	}
+	ev := newEvents(w)
+	c.Stdout, c.Stderr = ev.output("stdout"), ev.output("stderr")
+	if err := c.Start(); err != nil {
+		s.m.results.inc("exec", "error")
+		return asAPIError(err, "spec") // nothing is written yet: an error answer
+	}
+	ev.begin()
+	ev.send(map[string]any{"event": "start"})
+	defer ev.stop()
+	return s.finish(w, r, "exec", c, ev)
+}
+
+// mergeEnv sets each KEY=VALUE of set in base, replacing base's KEY.
+func mergeEnv(base, set []string) []string {
+	out := append([]string{}, base...)
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		replaced := false
+		for i, b := range out {
+			if bk, _, _ := strings.Cut(b, "="); bk == k {
+				out[i], replaced = kv, true
+			}
+		}
+		if !replaced {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// wantsStream: the client asked for NDJSON events.
+func wantsStream(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
+}
+
+// events writes an exec's stream: one JSON object per line, each with its
+// sequence number, flushed at once; keepalives while it is quiet.
+type events struct {
+	mu   sync.Mutex
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	seq  int
+	done chan struct{}
+	err  error // the first write error: the client is gone
+}
+
+func newEvents(w http.ResponseWriter) *events {
+	return &events{w: w, rc: http.NewResponseController(w), done: make(chan struct{})}
+}
+
+// begin sends the answer's header and starts the keepalives.
+func (e *events) begin() {
+	e.w.Header().Set("Content-Type", "application/x-ndjson")
+	e.w.Header().Set("Cache-Control", "no-store")
+	e.w.WriteHeader(http.StatusOK)
+	go func() {
+		tk := time.NewTicker(KeepaliveInterval)
+		defer tk.Stop()
+		for {
+			select {
+			case <-e.done:
+				return
+			case <-tk.C:
+				e.send(map[string]any{"event": "keepalive"})
+			}
+		}
+	}()
+}
+
+func (e *events) stop() { close(e.done) }
+
+// send writes one event; after a write error it writes nothing more.
+func (e *events) send(ev map[string]any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return
+	}
+	e.seq++
+	ev["seq"] = e.seq
+	b, err := jsonLine(ev)
+	if err != nil {
+		e.err = err
+		return
+	}
+	_ = e.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := e.w.Write(b); err != nil {
+		e.err = err
+		return
+	}
+	e.err = e.rc.Flush()
+}
+
+// output is the writer of one of the workload's streams: each write is an
+// event, its data as text when it is UTF-8, else base64.
+func (e *events) output(stream string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		ev := map[string]any{"event": stream}
+		if utf8.Valid(p) {
+			ev["data"] = string(p)
+		} else {
+			ev["data"], ev["encoding"] = base64.StdEncoding.EncodeToString(p), "base64"
+		}
+		e.send(ev)
+		return len(p), nil // a client that went away does not stop the workload's output: the request's end does
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// filePath is the jail path a files route names.
+func filePath(r *http.Request) (string, *Error) {
+	p := "/" + r.PathValue("path")
+	if strings.Contains(p, "\x00") {
+		return "", apiErr(CodeBadRequest, "path", "a path with a NUL byte")
+	}
+	return p, nil
+}
+
+func (s *Server) putFile(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	path, e := filePath(r)
+	if e != nil {
+		return e
+	}
+	q := r.URL.Query()
+	var o jail.WriteOptions
+	o.Mkdir = q.Get("mkdir") == "1" || q.Get("mkdir") == "true"
+	if m := q.Get("mode"); m != "" {
+		mode, err := strconv.ParseUint(m, 8, 32)
+		if err != nil || mode > 0o777 {
+			return apiErr(CodeBadRequest, "mode", "mode %q: want octal permission bits such as 0644", m)
+		}
+		o.Mode = os.FileMode(mode)
+	}
+	sess, e := s.session(r, t)
+	if e != nil {
+		return e
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-tar") {
+		info, err := sess.PutTar(r.Context(), path, r.Body, o)
+		if err != nil {
+			return asAPIError(err, "")
+		}
+		writeJSON(w, http.StatusCreated, info)
+		return nil
+	}
+	n, err := sess.WriteFile(r.Context(), path, r.Body, o)
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"path": path, "bytes": n})
+	return nil
+}
+
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	path, e := filePath(r)
+	if e != nil {
+		return e
+	}
+	sess, e := s.session(r, t)
+	if e != nil {
+		return e
+	}
+	q := r.URL.Query()
+	if q.Has("list") {
+		depth := 1
+		if d := q.Get("depth"); d != "" {
+			n, err := strconv.Atoi(d)
+			if err != nil || n < 0 {
+				return apiErr(CodeBadRequest, "depth", "depth %q: want a number of levels, 0 for all", d)
+			}
+			depth = n
+		}
+		list, err := sess.ReadDir(r.Context(), path, depth)
+		if err != nil {
+			return asAPIError(err, "")
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"files": list})
+		return nil
+	}
+	// The stat first, so that a missing file is a 404, not a cut stream.
+	fi, err := sess.Stat(r.Context(), path)
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	if strings.Contains(r.Header.Get("Accept"), "application/x-tar") {
+		w.Header().Set("Content-Type", "application/x-tar")
+		if _, err := sess.GetTar(r.Context(), path, w); err != nil {
+			return asAPIError(err, "") // written only if nothing was: else the stream ends short
+		}
+		return nil
+	}
+	if fi.Type == "dir" {
+		return apiErr(CodeBadRequest, "path", "%s is a directory: ask with ?list, or for a tar with Accept: application/x-tar", path)
+	}
+	if fi.Type != "file" {
+		return apiErr(CodeBadRequest, "path", "%s is a %s, not a regular file", path, fi.Type)
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
+	if _, err := sess.ReadFile(r.Context(), path, w); err != nil {
+		return asAPIError(err, "")
+	}
+	return nil
+}
+
+func (s *Server) statFile(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	path, e := filePath(r)
+	if e != nil {
+		return e
+	}
+	sess, e := s.session(r, t)
+	if e != nil {
+		return e
+	}
+	fi, err := sess.Stat(r.Context(), path)
+	if err != nil {
+		ae := asAPIError(err, "")
+		w.WriteHeader(statusOf[ae.Code])
+		return nil
+	}
+	w.Header().Set("X-Jail-File-Type", fi.Type)
+	w.Header().Set("X-Jail-File-Mode", fmt.Sprintf("%04o", fi.Mode.Perm()))
+	w.Header().Set("Last-Modified", fi.ModTime.UTC().Format(http.TimeFormat))
+	if fi.Type == "file" {
+		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	path, e := filePath(r)
+	if e != nil {
+		return e
+	}
+	sess, e := s.session(r, t)
+	if e != nil {
+		return e
+	}
+	recursive := r.URL.Query().Get("recursive") == "1" || r.URL.Query().Get("recursive") == "true"
+	if err := sess.RemoveFile(r.Context(), path, recursive); err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": path, "removed": true})
+	return nil
+}

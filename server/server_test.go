@@ -1,0 +1,297 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/openapitest"
+	"github.com/jailrt/jail/mounts"
+)
+
+// unixServer serves s on a unix socket, as jail serve does, and returns
+// a client for it.
+func unixServer(t *testing.T, s *Server) *http.Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	hs := &http.Server{Handler: s.Handler(), ConnContext: ConnContext}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { hs.Close() })
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+}
+
+func newTestServer(t *testing.T) *Server {
+	t.Helper()
+	s, err := New(Config{StateDir: t.TempDir(), Ready: true, Version: "test"})
+	require.NoError(t, err)
+	return s
+}
+
+func do(t *testing.T, c *http.Client, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://jail"+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func errorOf(t *testing.T, b []byte) *Error {
+	t.Helper()
+	var eb ErrorBody
+	require.NoError(t, json.Unmarshal(b, &eb), "%s", b)
+	require.NotNil(t, eb.Error, "%s", b)
+	return eb.Error
+}
+
+// TestBadRequests: malformed and wrong requests get 400 naming the field,
+// before anything runs.
+func TestBadRequests(t *testing.T) {
+	c := unixServer(t, newTestServer(t))
+	for _, tc := range []struct {
+		body, field, msg string
+	}{
+		{`{"argv": "id"}`, "argv", "want []string"},
+		{`{"argv": ["id"], "bogus": 1}`, "bogus", "unknown field"},
+		{`{"argv": ["id"]`, "", "malformed JSON"},
+		{`{"argv": ["id"]} {}`, "", "more than one JSON document"},
+		{``, "", "empty body"},
+		{`{}`, "argv", "no command"},
+		{`{"argv": ["id"], "shell": "id"}`, "shell", "not both"},
+		{`{"argv": ["id"], "stdin_b64": "!!"}`, "stdin_b64", "base64"},
+		{`{"argv": ["id"], "profile": "/etc/jail/mine.yaml"}`, "profile", "built-in"},
+		{`{"argv": ["id"], "profile": "strict", "spec": {}}`, "profile", "not both"},
+		{`{"argv": ["id"], "timeout": "soon"}`, "", "duration"},
+	} {
+		code, b := do(t, c, "POST", "/v1/run", tc.body)
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", tc.body, b)
+		e := errorOf(t, b)
+		assert.Equal(t, CodeBadRequest, e.Code, tc.body)
+		assert.Equal(t, tc.field, e.Field, "%s: %s", tc.body, e.Message)
+		assert.Contains(t, e.Message, tc.msg, tc.body)
+		assert.False(t, e.Retryable)
+	}
+	code, b := do(t, c, "POST", "/v1/run", `{"argv": ["`+strings.Repeat("a", DefaultMaxBodyBytes)+`"]}`)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
+	assert.Equal(t, CodeTooLarge, errorOf(t, b).Code)
+	code, b = do(t, c, "GET", "/v1/nothing", "")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Equal(t, CodeNotFound, errorOf(t, b).Code)
+	code, b = do(t, c, "GET", "/v1/sessions/..%2f..%2fetc", "")
+	assert.Equal(t, http.StatusNotFound, code, "%s", b)
+}
+
+// TestCheckSpec: a tenant who is not an admin may set no field that uses
+// the server's privilege on the host; an admin may.
+func TestCheckSpec(t *testing.T) {
+	u32 := func(v uint32) *uint32 { return &v }
+	user, admin := Tenant{UID: 1000}, Tenant{UID: 0, Admin: true}
+	for field, s := range map[string]jail.Spec{
+		"spec.root":                    {Root: "/srv/root"},
+		"spec.allow_sensitive_sources": {AllowSensitiveSources: true},
+		"spec.host_uid":                {HostUID: u32(0)},
+		"spec.host_gid":                {HostGID: u32(0)},
+		"spec.disable_namespaces":      {DisableNamespaces: []string{"net"}},
+		"spec.network.mode":            {Network: jail.Network{Mode: jail.NetworkHost}},
+		"spec.network.pool":            {Network: jail.Network{Mode: jail.NetworkEgress, Pool: "10.50.0.0/16"}},
+		"spec.cgroup_parent":           {CgroupParent: "/system.slice"},
+		"spec.seccomp":                 {Seccomp: "none"},
+		"spec.landlock":                {Landlock: jail.LandlockOff},
+		"spec.allow_unenforced":        {AllowUnenforced: true},
+		"spec.mounts[1]":               {Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/scratch"}, {Type: mounts.ROBind, Source: "/etc", Target: "/x"}}},
+	} {
+		e := checkSpec(user, &s, "spec")
+		if assert.NotNil(t, e, field) {
+			assert.Equal(t, CodeForbidden, e.Code)
+			assert.Equal(t, field, e.Field)
+		}
+		assert.Nil(t, checkSpec(admin, &s, "spec"), "an admin may: %s", field)
+	}
+	ok := jail.Spec{Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/scratch"}}, MemoryMaxBytes: 64 << 20, Seccomp: "strict",
+		Network: jail.Network{Mode: jail.NetworkEgress, Allow: []string{"10.0.0.1:80"}}}
+	assert.Nil(t, checkSpec(user, &ok, "spec"), "limits, a tmpfs, a stricter filter, egress")
+	assert.NotNil(t, checkWorkspace(user, jail.Workspace{Type: jail.WorkspaceDir}))
+	assert.Nil(t, checkWorkspace(user, jail.Workspace{Type: jail.WorkspaceTmpfs}))
+	assert.Nil(t, checkWorkspace(admin, jail.Workspace{Type: jail.WorkspaceDir}))
+}
+
+// TestUnauthenticated: a connection whose peer is unknown (not a unix
+// socket) gets 401 everywhere but health.
+func TestUnauthenticated(t *testing.T) {
+	ts := httptest.NewServer(newTestServer(t).Handler())
+	defer ts.Close()
+	resp, err := http.Post(ts.URL+"/v1/run", "application/json", strings.NewReader(`{"argv":["id"]}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	assert.Equal(t, CodeUnauthenticated, errorOf(t, b).Code)
+	resp, err = http.Get(ts.URL + "/v1/health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestInfoAndReady: the tenant is the peer's uid; ready turns 503 when
+// draining, and new work is refused with CAPACITY.
+func TestInfoAndReady(t *testing.T) {
+	s := newTestServer(t)
+	c := unixServer(t, s)
+	code, b := do(t, c, "GET", "/v1/info", "")
+	require.Equal(t, http.StatusOK, code)
+	var info Info
+	require.NoError(t, json.Unmarshal(b, &info))
+	assert.Contains(t, info.Profiles, "strict")
+	assert.Equal(t, "test", info.Version)
+	code, _ = do(t, c, "GET", "/v1/ready", "")
+	assert.Equal(t, http.StatusOK, code)
+	s.Drain()
+	code, _ = do(t, c, "GET", "/v1/ready", "")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	req, _ := http.NewRequest("POST", "http://jail/v1/run", strings.NewReader(`{"argv":["id"]}`))
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	e := errorOf(t, b)
+	assert.Equal(t, CodeCapacity, e.Code)
+	assert.True(t, e.Retryable)
+}
+
+// TestMetricsFormat: /metrics is Prometheus's text format, as its own
+// parser reads it.
+func TestMetricsFormat(t *testing.T) {
+	s := newTestServer(t)
+	s.m.requests.inc(`POST /v1/run`, "200")
+	s.m.requests.inc(`GET /v1/sessions/{id}`, "404")
+	s.m.results.inc("run", "exited")
+	s.m.duration.observe(0.005, "run")
+	s.m.duration.observe(100, "exec")
+	s.m.inflight.add(2)
+	rec := httptest.NewRecorder()
+	s.m.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	assert.True(t, strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain; version=0.0.4"))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(rec.Body.Bytes()))
+	require.NoError(t, err, "%s", rec.Body.String())
+	require.Contains(t, fams, "jail_runs_total")
+	assert.Len(t, fams["jail_http_requests_total"].Metric, 2)
+	h := fams["jail_run_duration_seconds"].Metric
+	require.Len(t, h, 2)
+	for _, m := range h {
+		assert.Equal(t, uint64(1), m.GetHistogram().GetSampleCount())
+	}
+	assert.Equal(t, 2.0, fams["jail_runs_in_flight"].Metric[0].GetGauge().GetValue())
+	assert.Contains(t, fams, "process_resident_memory_bytes")
+}
+
+// TestOpenAPI ties schema/openapi.yaml to the server: every route is
+// documented with its method, every documented operation is a route, and
+// the Error schema has the Error struct's fields.
+func TestOpenAPI(t *testing.T) {
+	doc := openapitest.Load(t, "../schema/openapi.yaml")
+	documented := map[string]bool{}
+	for p, ops := range doc.Paths {
+		for m := range ops {
+			if m != "parameters" {
+				documented[strings.ToUpper(m)+" "+p] = true
+			}
+		}
+	}
+	routes := map[string]bool{}
+	for _, r := range Routes() {
+		routes[openapitest.Path(r)] = true
+		assert.True(t, documented[openapitest.Path(r)], "route %s is not in openapi.yaml", r)
+	}
+	for op := range documented {
+		assert.True(t, routes[op], "openapi.yaml documents %s, which is no route", op)
+	}
+	props := doc.Components.Schemas["Error"].Properties
+	var fields []string
+	for f := range props {
+		fields = append(fields, f)
+	}
+	want := []string{}
+	typ := reflect.TypeFor[Error]()
+	for i := range typ.NumField() {
+		want = append(want, strings.Split(typ.Field(i).Tag.Get("json"), ",")[0])
+	}
+	assert.ElementsMatch(t, want, fields, "Error's fields")
+	codes := doc.Components.Schemas["Error"].Properties["code"].Enum
+	for c := range statusOf {
+		assert.Contains(t, codes, c, "code %s is documented", c)
+	}
+	assert.Len(t, codes, len(statusOf))
+}
+
+// FuzzRequests: whatever a client sends, decoding and the checks before
+// anything runs never panic, and what decodes either passes them or is
+// refused with a code of the API.
+func FuzzRequests(f *testing.F) {
+	for _, seed := range []string{`{"argv":["id"]}`, `{"shell":"id","stdin":"x","timeout":"1s"}`, `{"spec":{"mounts":[{"type":"bind","source":"/","target":"/x"}]},"argv":["a"]}`,
+		`{"id":"s1","labels":{"a":"b"},"ttl":3,"workspace":{"type":"dir"}}`, `{"argv":["x"],"env":["A=1","B"],"cwd":"/"}`, `{"argv":[""]}`, `[]`, `{"stdin_b64":"AA=="}`} {
+		f.Add([]byte(seed))
+	}
+	user := Tenant{UID: 1000}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req := func() *http.Request {
+			r := httptest.NewRequest("POST", "/", bytes.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			return r
+		}
+		check := func(e *Error) {
+			if e != nil {
+				if _, ok := statusOf[e.Code]; !ok {
+					t.Fatalf("unknown code %q", e.Code)
+				}
+			}
+		}
+		var run RunRequest
+		if e := decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &run); e == nil {
+			spec, e := specOf(run.Profile, run.Spec)
+			check(e)
+			if e == nil {
+				check(checkSpec(user, &spec, "spec"))
+			}
+			_, e = run.args()
+			check(e)
+			_, e = run.stdin()
+			check(e)
+		} else {
+			check(e)
+		}
+		var sr SessionRequest
+		if e := decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &sr); e == nil {
+			check(checkWorkspace(user, sr.Workspace))
+		} else {
+			check(e)
+		}
+		var er ExecRequest
+		check(decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &er))
+	})
+}
