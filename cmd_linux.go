@@ -813,7 +813,10 @@ func (c *Cmd) watchCPUTime(limit time.Duration) {
 
 // armKillers starts the timeout and the context watch.
 func (c *Cmd) armKillers() {
-	if t := time.Duration(c.Spec.Timeout); t > 0 {
+	// A session's Spec.Timeout is each of its commands', not its
+	// creation's: armed here, it killed a session whose creation took
+	// longer (a loaded machine, -race), after Create had returned.
+	if t := time.Duration(c.Spec.Timeout); t > 0 && c.l.plan.Flags&nsexec.FlagSession == 0 {
 		c.timers = append(c.timers, time.AfterFunc(t, func() { c.terminate(StatusTimedOut) }))
 	}
 	if c.ctx.Done() != nil {

@@ -95,6 +95,17 @@ func TestSessionsAPI(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, SessionRunning, info.State)
 
+	// A Spec timeout shorter than the creation itself takes is still
+	// each command's only: it does not end the session once made (it
+	// did, on a loaded machine).
+	short, err := m.Create(ctx, SessionSpec{ID: "short", Spec: Spec{Timeout: Duration(time.Millisecond)}})
+	require.NoError(t, err)
+	defer short.Remove()
+	time.Sleep(100 * time.Millisecond)
+	info, err = short.Inspect()
+	require.NoError(t, err)
+	assert.Equal(t, SessionRunning, info.State)
+
 	_, err = m.Create(ctx, SessionSpec{ID: "api"})
 	assert.ErrorIs(t, err, ErrExists)
 	_, err = m.Get("nope")
