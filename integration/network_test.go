@@ -163,7 +163,10 @@ func (n *testNet) leftovers(t *testing.T) string {
 // them is left: no veth, no table, no lease.
 func (n *testNet) requireNoLeftovers(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, func() bool { return n.leftovers(t) == "" }, 5*time.Second, 20*time.Millisecond, "left: %s", n.leftovers(t))
+	// The kernel's namespace cleanup is one work queue for the machine:
+	// under CI's load (every package's tests at once, -race) a veth has
+	// been seen to take over 5 s to go.
+	require.Eventually(t, func() bool { return n.leftovers(t) == "" }, 30*time.Second, 20*time.Millisecond, "left: %s", n.leftovers(t))
 	entries, _ := os.ReadDir("/run/jail/net")
 	for _, e := range entries {
 		assert.Fail(t, "a lease is left", e.Name())
