@@ -459,6 +459,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Tenant)
 		if e != nil {
 			return e
 		}
+		if req.Spec == nil && req.Workspace.Type != jail.WorkspaceNone {
+			spec.Cwd = "" // the workspace, not the profile's /tmp (as jail session create)
+		}
 		ss.Spec = spec
 	} else if req.Profile != "" || req.Spec != nil {
 		return apiErr(CodeBadRequest, "from", "a session from a snapshot has the snapshot's spec: give no profile or spec")

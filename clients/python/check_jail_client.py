@@ -1,0 +1,56 @@
+"""Exercises jail_client against a real `jail serve` whose socket is argv[1];
+run by integration/clients_test.go. Exits non-zero, saying why, on the first failure."""
+
+import sys
+
+from jail_client import Client, JailError
+
+c = Client(sys.argv[1])
+assert c.health() == {"status": "ok"}
+
+r = c.run(shell="read x; echo got $x; exit 3", stdin="hi\n")
+assert r["status"] == "exited" and r["exit_code"] == 3 and r["stdout"] == "got hi\n", r
+r = c.run(argv=["cat"], stdin=b"\xff\x00bytes")
+assert r["stdout_encoding"] == "base64", r
+
+try:
+    c.run(argv=["id"], spec={"memory_max_bytes": "lots"})
+    raise AssertionError("a string memory limit was taken")
+except JailError as e:
+    assert e.status == 400 and e.code == "BAD_REQUEST" and e.field == "spec.memory_max_bytes", e
+
+s = c.create_session(id="py1", labels={"from": "python"})
+assert s["id"] == "py1" and s["state"] == "running", s
+try:
+    c.create_session(id="py1")
+    raise AssertionError("a second py1 was made")
+except JailError as e:
+    assert e.code == "ALREADY_EXISTS", e
+assert [x["id"] for x in c.sessions(**{"from": "python"})] == ["py1"]
+
+c.put_file("py1", "/workspace/app/main.sh", b"#!/bin/sh\necho main $1\necho err >&2\n", mode="0755", mkdir=True)
+assert c.get_file("py1", "/workspace/app/main.sh").startswith(b"#!/bin/sh")
+assert [f["name"] for f in c.list_dir("py1", "/workspace/app")] == ["main.sh"]
+
+got = []
+r = c.exec("py1", argv=["/workspace/app/main.sh", "x"], on_output=lambda stream, data: got.append((stream, data)))
+assert r["exit_code"] == 0 and r["session_id"] == "py1", r
+assert b"".join(d for s, d in got if s == "stdout") == b"main x\n", got
+assert b"".join(d for s, d in got if s == "stderr") == b"err\n", got
+r = c.exec("py1", shell="echo $A; pwd", env=["A=1"], cwd="/workspace/app")
+assert r["stdout"] == "1\n/workspace/app\n", r
+
+c.delete_file("py1", "/workspace/app", recursive=True)
+try:
+    c.get_file("py1", "/workspace/app/main.sh")
+    raise AssertionError("a removed file was read")
+except JailError as e:
+    assert e.status == 404, e
+
+c.delete_session("py1")
+try:
+    c.session("py1")
+    raise AssertionError("a removed session was found")
+except JailError as e:
+    assert e.code == "NOT_FOUND", e
+print("ok")

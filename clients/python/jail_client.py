@@ -1,0 +1,181 @@
+"""A client of `jail serve` (schema/openapi.yaml), with the standard library only.
+
+    from jail_client import Client
+    c = Client("/run/jail/jail.sock")
+    r = c.run(shell="echo hi; exit 3")          # the jail.result/v1 document, a dict
+    s = c.create_session(id="a1")
+    c.put_file("a1", "/workspace/main.py", b"print(6*7)\n")
+    r = c.exec("a1", argv=["python3", "main.py"], on_output=lambda stream, data: print(stream, data))
+    c.delete_session("a1")
+
+Errors of the API raise JailError, with .code (stable: BAD_REQUEST, NOT_FOUND, ...),
+.field and .status. A workload's exit status, timeout or OOM is in the result, never an error.
+"""
+
+import base64
+import http.client
+import json
+import socket
+import urllib.parse
+
+__all__ = ["Client", "JailError"]
+
+
+class JailError(Exception):
+    """An error answer of the server: {"error": {code, message, field, step, retryable}}."""
+
+    def __init__(self, status, body):
+        err = body.get("error", {}) if isinstance(body, dict) else {}
+        self.status = status
+        self.code = err.get("code", "")
+        self.field = err.get("field", "")
+        self.step = err.get("step", "")
+        self.retryable = err.get("retryable", False)
+        super().__init__("%s %s: %s" % (status, self.code, err.get("message", body)))
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("jail", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
+
+
+class Client:
+    """A client of the server on the unix socket at path. Not safe for threads: one each."""
+
+    def __init__(self, path="/run/jail/jail.sock", timeout=None):
+        self._path = path
+        self._timeout = timeout
+
+    def _request(self, method, path, body=None, content_type=None, accept=None):
+        conn = _UnixConnection(self._path, self._timeout)
+        headers = {}
+        if content_type:
+            headers["Content-Type"] = content_type
+        if accept:
+            headers["Accept"] = accept
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        if resp.status // 100 != 2:
+            data = resp.read()
+            conn.close()
+            try:
+                raise JailError(resp.status, json.loads(data))
+            except ValueError:
+                raise JailError(resp.status, data.decode("utf-8", "replace"))
+        return conn, resp
+
+    def _json(self, method, path, payload=None):
+        body = None if payload is None else json.dumps(payload).encode()
+        conn, resp = self._request(method, path, body, "application/json" if body is not None else None)
+        try:
+            data = resp.read()
+            return json.loads(data) if data else None
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _command(argv, shell, stdin, timeout, extra):
+        req = dict(extra)
+        if argv is not None:
+            req["argv"] = list(argv)
+        if shell is not None:
+            req["shell"] = shell
+        if isinstance(stdin, bytes):
+            req["stdin_b64"] = base64.b64encode(stdin).decode()
+        elif stdin is not None:
+            req["stdin"] = stdin
+        if timeout is not None:
+            req["timeout"] = timeout
+        return req
+
+    def health(self):
+        return self._json("GET", "/v1/health")
+
+    def info(self):
+        return self._json("GET", "/v1/info")
+
+    def run(self, argv=None, shell=None, stdin=None, timeout=None, profile=None, spec=None):
+        """Run one command in a new jail; returns its result (a dict)."""
+        extra = {}
+        if profile is not None:
+            extra["profile"] = profile
+        if spec is not None:
+            extra["spec"] = spec
+        return self._json("POST", "/v1/run", self._command(argv, shell, stdin, timeout, extra))
+
+    def create_session(self, id=None, labels=None, profile=None, spec=None, ttl=None, idle_timeout=None):
+        req = {k: v for k, v in (("id", id), ("labels", labels), ("profile", profile), ("spec", spec),
+                                 ("ttl", ttl), ("idle_timeout", idle_timeout)) if v is not None}
+        return self._json("POST", "/v1/sessions", req)
+
+    def sessions(self, **labels):
+        q = urllib.parse.urlencode([("label", "%s=%s" % kv) for kv in labels.items()])
+        return self._json("GET", "/v1/sessions?" + q)["sessions"]
+
+    def session(self, id):
+        return self._json("GET", "/v1/sessions/" + urllib.parse.quote(id, safe=""))
+
+    def delete_session(self, id):
+        return self._json("DELETE", "/v1/sessions/" + urllib.parse.quote(id, safe=""))
+
+    def exec(self, id, argv=None, shell=None, stdin=None, timeout=None, env=None, cwd=None, on_output=None):
+        """Run a command in session id; returns its result. With on_output(stream, data: bytes),
+        the output is streamed to it as it comes (NDJSON events)."""
+        extra = {k: v for k, v in (("env", env), ("cwd", cwd)) if v is not None}
+        req = json.dumps(self._command(argv, shell, stdin, timeout, extra)).encode()
+        path = "/v1/sessions/%s/exec" % urllib.parse.quote(id, safe="")
+        if on_output is None:
+            conn, resp = self._request("POST", path, req, "application/json")
+            try:
+                return json.loads(resp.read())
+            finally:
+                conn.close()
+        conn, resp = self._request("POST", path, req, "application/json", "application/x-ndjson")
+        try:
+            want = 1
+            for line in resp:
+                event = json.loads(line)
+                if event.get("seq") != want:
+                    raise JailError(resp.status, {"error": {"code": "INTERNAL", "message": "event %d came as %s" % (want, event.get("seq"))}})
+                want += 1
+                kind = event.get("event")
+                if kind in ("stdout", "stderr"):
+                    data = event.get("data", "")
+                    on_output(kind, base64.b64decode(data) if event.get("encoding") == "base64" else data.encode())
+                elif kind == "exit":
+                    return event["result"]
+                elif kind == "error":
+                    raise JailError(500, event)
+            raise JailError(resp.status, {"error": {"code": "INTERNAL", "message": "the stream ended without its exit event"}})
+        finally:
+            conn.close()
+
+    def _files(self, id, path):
+        return "/v1/sessions/%s/files/%s" % (urllib.parse.quote(id, safe=""), urllib.parse.quote(path.lstrip("/")))
+
+    def put_file(self, id, path, data, mode=None, mkdir=False):
+        q = urllib.parse.urlencode([(k, v) for k, v in (("mode", mode), ("mkdir", "1" if mkdir else None)) if v is not None])
+        conn, resp = self._request("PUT", self._files(id, path) + "?" + q, data, "application/octet-stream")
+        try:
+            return json.loads(resp.read())
+        finally:
+            conn.close()
+
+    def get_file(self, id, path):
+        conn, resp = self._request("GET", self._files(id, path))
+        try:
+            return resp.read()
+        finally:
+            conn.close()
+
+    def list_dir(self, id, path, depth=1):
+        return self._json("GET", self._files(id, path) + "?list&depth=%d" % depth)["files"]
+
+    def delete_file(self, id, path, recursive=False):
+        return self._json("DELETE", self._files(id, path) + ("?recursive=1" if recursive else ""))

@@ -1,0 +1,78 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	jail "github.com/jailrt/jail"
+	"github.com/jailrt/jail/client"
+	"github.com/jailrt/jail/server"
+)
+
+// TestGoClient drives a real jail serve with package client.
+func TestGoClient(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	c := client.Unix(s.sock)
+	ctx := context.Background()
+
+	res, err := c.Run(ctx, client.RunRequest{Command: client.Command{Shell: "echo hi; exit 3"}})
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.ExitCode)
+	assert.Equal(t, "hi\n", res.Stdout)
+	_, err = c.Run(ctx, client.RunRequest{Profile: "nope", Command: client.Command{Argv: []string{"id"}}})
+	var ae *server.Error
+	require.True(t, errors.As(err, &ae), "%v", err)
+	assert.Equal(t, server.CodeBadRequest, ae.Code)
+	assert.Equal(t, "profile", ae.Field)
+
+	info, err := c.CreateSession(ctx, client.SessionRequest{ID: "g1", Labels: map[string]string{"k": "v"}})
+	require.NoError(t, err)
+	assert.Equal(t, jail.SessionRunning, info.State)
+	n, err := c.WriteFile(ctx, "g1", "/workspace/in.txt", strings.NewReader("data\n"), 0o600, false)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), n)
+	var out, errs bytes.Buffer
+	res, err = c.ExecStream(ctx, "g1", client.ExecRequest{Command: client.Command{Shell: "cat in.txt; ls -l in.txt >&2; printf '\\377'"}}, &out, &errs)
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.ExitCode)
+	assert.Equal(t, "data\n\xff", out.String(), "bytes as they were, base64 or not on the wire")
+	assert.Contains(t, errs.String(), "-rw-------")
+	files, err := c.ReadDir(ctx, "g1", "/workspace", 1)
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	assert.Equal(t, "in.txt", files[0].Name)
+	var got bytes.Buffer
+	_, err = c.ReadFile(ctx, "g1", "/workspace/in.txt", &got)
+	require.NoError(t, err)
+	assert.Equal(t, "data\n", got.String())
+	list, err := c.Sessions(ctx, map[string]string{"k": "v"})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.NoError(t, c.RemoveFile(ctx, "g1", "/workspace/in.txt", false))
+	require.NoError(t, c.RemoveSession(ctx, "g1"))
+	_, err = c.Session(ctx, "g1")
+	require.True(t, errors.As(err, &ae))
+	assert.Equal(t, server.CodeNotFound, ae.Code)
+}
+
+// TestPythonClient runs clients/python's check against a real jail serve.
+func TestPythonClient(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	dir, err := filepath.Abs("../clients/python")
+	require.NoError(t, err)
+	cmd := exec.Command("/usr/bin/python3", "check_jail_client.py", s.sock)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "ok\n", string(out))
+}
