@@ -195,6 +195,12 @@ func (s *Server) routes() []routeEntry {
 		{"GET /v1/sessions", s.listSessions},
 		{"GET /v1/sessions/{id}", s.getSession},
 		{"DELETE /v1/sessions/{id}", s.deleteSession},
+		{"POST /v1/sessions/{action}", s.sessionAction},
+		{"POST /v1/sessions/{id}/snapshots", s.snapshot},
+		{"GET /v1/snapshots", s.listSnapshots},
+		{"GET /v1/snapshots/{sid}", s.getSnapshot},
+		{"DELETE /v1/snapshots/{sid}", s.deleteSnapshot},
+		{"GET /v1/snapshots/{sid}/export", s.exportSnapshot},
 		{"POST /v1/sessions/{id}/exec", s.exec},
 		{"PUT /v1/sessions/{id}/files/{path...}", s.putFile},
 		{"GET /v1/sessions/{id}/files/{path...}", s.getFile},
@@ -551,6 +557,170 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t Tenant)
 		return asAPIError(err, "")
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": sess.ID(), "removed": true, "killed": killed})
+	return nil
+}
+
+// ActionRequest is the body of POST /v1/sessions/{id}:fork (N, default 1)
+// and :restore (Snapshot); :pause and :resume take none.
+type ActionRequest struct {
+	N        int    `json:"n,omitempty"`
+	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// sessionActions are what POST /v1/sessions/{id}:ACTION does.
+var sessionActions = []string{"pause", "resume", "fork", "restore"}
+
+// MaxForks bounds one :fork.
+const MaxForks = 64
+
+// ForkAnswer is the answer of :fork: the snapshot the forks were made
+// from, and one entry per fork, its session or its error.
+type ForkAnswer struct {
+	Snapshot *jail.SnapshotInfo `json:"snapshot"`
+	Forks    []ForkEntry        `json:"forks"`
+}
+
+// ForkEntry is one fork: Session, or Error.
+type ForkEntry struct {
+	Session *jail.SessionInfo `json:"session,omitempty"`
+	Error   *Error            `json:"error,omitempty"`
+}
+
+// sessionAction serves POST /v1/sessions/{id}:pause, :resume, :fork and
+// :restore (net/http's patterns take a wildcard only as a whole segment).
+func (s *Server) sessionAction(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	id, action, ok := strings.Cut(r.PathValue("action"), ":")
+	if !ok {
+		return apiErr(CodeNotFound, "", "no route POST %s: a session's actions are :pause, :resume, :fork and :restore", r.URL.Path)
+	}
+	r.SetPathValue("id", id)
+	var req ActionRequest
+	if r.ContentLength != 0 {
+		if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
+			return e
+		}
+	}
+	sess, e := s.session(r, t)
+	if e != nil {
+		return e
+	}
+	var err error
+	switch action {
+	case "pause":
+		err = sess.Pause()
+	case "resume":
+		err = sess.Resume()
+	case "restore":
+		if req.Snapshot == "" {
+			return apiErr(CodeBadRequest, "snapshot", "no snapshot to restore")
+		}
+		err = sess.Restore(r.Context(), req.Snapshot)
+	case "fork":
+		n := req.N
+		if n == 0 {
+			n = 1
+		}
+		if n < 0 || n > MaxForks {
+			return apiErr(CodeBadRequest, "n", "n %d: want 1 to %d forks", n, MaxForks)
+		}
+		if s.draining.Load() {
+			return apiErr(CodeCapacity, "", "the server is draining: it takes no new work")
+		}
+		snap, forks, err := sess.Fork(r.Context(), n)
+		if err != nil {
+			return asAPIError(err, "")
+		}
+		ans := ForkAnswer{Snapshot: snap, Forks: []ForkEntry{}}
+		for _, f := range forks {
+			if f.Err != nil {
+				ans.Forks = append(ans.Forks, ForkEntry{Error: asAPIError(f.Err, "")})
+				continue
+			}
+			info, err := f.Session.Inspect()
+			if err != nil {
+				ans.Forks = append(ans.Forks, ForkEntry{Error: asAPIError(err, "")})
+				continue
+			}
+			ans.Forks = append(ans.Forks, ForkEntry{Session: info})
+		}
+		writeJSON(w, http.StatusOK, ans)
+		return nil
+	default:
+		return apiErr(CodeNotFound, "", "no action %q: a session's actions are :pause, :resume, :fork and :restore", action)
+	}
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	info, err := sess.Inspect()
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+// SnapshotRequest is the body of POST /v1/sessions/{id}/snapshots.
+type SnapshotRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	var req SnapshotRequest
+	if r.ContentLength != 0 {
+		if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
+			return e
+		}
+	}
+	sess, e := s.session(r, t)
+	if e != nil {
+		return e
+	}
+	info, err := sess.Snapshot(r.Context(), req.Name)
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, http.StatusCreated, info)
+	return nil
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	list, err := s.sessions(t).Snapshots()
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	if list == nil {
+		list = []*jail.SnapshotInfo{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"snapshots": list})
+	return nil
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	info, err := s.sessions(t).SnapshotInfo(r.PathValue("sid"))
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	if err := s.sessions(t).RemoveSnapshot(r.PathValue("sid")); err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": r.PathValue("sid"), "removed": true})
+	return nil
+}
+
+func (s *Server) exportSnapshot(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	m := s.sessions(t)
+	if _, err := m.SnapshotInfo(r.PathValue("sid")); err != nil {
+		return asAPIError(err, "")
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	if err := m.ExportSnapshot(r.PathValue("sid"), w); err != nil {
+		return asAPIError(err, "") // written only if nothing was: else the stream ends short
+	}
 	return nil
 }
 

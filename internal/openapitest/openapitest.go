@@ -39,25 +39,44 @@ func Load(t testing.TB, path string) *OpenAPI {
 	return &doc
 }
 
-// Path turns a route pattern ("GET /v1/sessions/{id}/files/{path...}")
-// into OpenAPI's spelling ("GET /v1/sessions/{id}/files/{path}").
-func Path(route string) string {
-	return strings.ReplaceAll(route, "...}", "}")
+// SessionActions are the actions of POST /v1/sessions/{id}:ACTION, which
+// the server serves with one route, "POST /v1/sessions/{action}" (a
+// net/http wildcard is a whole segment), and openapi.yaml documents one
+// path each.
+var SessionActions = []string{"pause", "resume", "fork", "restore"}
+
+// Paths turns a route pattern ("GET /v1/sessions/{id}/files/{path...}")
+// into OpenAPI's spelling ("GET /v1/sessions/{id}/files/{path}"); the
+// actions' route into one path per action.
+func Paths(route string) []string {
+	if strings.HasSuffix(route, "/{action}") {
+		var out []string
+		for _, a := range SessionActions {
+			out = append(out, strings.TrimSuffix(route, "{action}")+"{id}:"+a)
+		}
+		return out
+	}
+	return []string{strings.ReplaceAll(route, "...}", "}")}
 }
 
 // Documents reports whether doc documents the answer code to route.
+// (for the actions' route: for one of them).
 func (doc *OpenAPI) Documents(route string, code string) bool {
-	method, p, _ := strings.Cut(Path(route), " ")
-	raw, ok := doc.Paths[p][strings.ToLower(method)]
-	if !ok {
-		return false
+	for _, path := range Paths(route) {
+		method, p, _ := strings.Cut(path, " ")
+		raw, ok := doc.Paths[p][strings.ToLower(method)]
+		if !ok {
+			continue
+		}
+		var op struct {
+			Responses map[string]any `json:"responses"`
+		}
+		if json.Unmarshal(raw, &op) != nil {
+			continue
+		}
+		if _, ok = op.Responses[code]; ok {
+			return true
+		}
 	}
-	var op struct {
-		Responses map[string]any `json:"responses"`
-	}
-	if json.Unmarshal(raw, &op) != nil {
-		return false
-	}
-	_, ok = op.Responses[code]
-	return ok
+	return false
 }
