@@ -140,6 +140,16 @@ func TestServeRunsAndSessions(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "%s", b)
 	require.NoError(t, json.Unmarshal(b, &res))
 	assert.Equal(t, jail.StatusTimedOut, res.Status, "a timeout is a result")
+	// A retried run with its Idempotency-Key gets the first result; it
+	// does not run again.
+	code, first := s.do(t, "POST", "/v1/run", `{"shell": "head -c 16 /dev/urandom | od -An -tx1"}`, "Idempotency-Key", "run-1")
+	require.Equal(t, http.StatusOK, code, "%s", first)
+	code, again := s.do(t, "POST", "/v1/run", `{"shell": "head -c 16 /dev/urandom | od -An -tx1"}`, "Idempotency-Key", "run-1")
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, string(first), string(again), "the first outcome, not a second run")
+	code, other := s.do(t, "POST", "/v1/run", `{"shell": "head -c 16 /dev/urandom | od -An -tx1"}`, "Idempotency-Key", "run-2")
+	require.Equal(t, http.StatusOK, code)
+	assert.NotEqual(t, string(first), string(other), "another key runs again")
 	code, b = s.do(t, "POST", "/v1/run", `{"argv": ["/no/such/program"]}`)
 	require.Equal(t, http.StatusOK, code, "a program that cannot be run is a result: %s", b)
 	require.NoError(t, json.Unmarshal(b, &res))

@@ -82,6 +82,7 @@ type Server struct {
 	mu       sync.Mutex
 	running  map[uint32]int // runs and commands under way, per tenant
 	m        *metrics
+	idem     *idempotency
 }
 
 // New makes a Server.
@@ -98,7 +99,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[uint32]int{}, m: newMetrics()}
+	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[uint32]int{}, m: newMetrics(), idem: newIdempotency()}
 	return s, nil
 }
 
@@ -151,7 +152,9 @@ func (s *Server) Handler() http.Handler {
 			if !ok {
 				e = apiErr(CodeUnauthenticated, "", "the peer of this connection is unknown: connect to the server's unix socket")
 			} else {
-				e = s.protect(func() *Error { return h(rec, r, t) })
+				e = s.protect(func() *Error {
+					return s.idempotent(rec, r, t, func(w http.ResponseWriter) *Error { return h(w, r, t) })
+				})
 			}
 			if e != nil && !rec.wrote {
 				writeError(rec, e)

@@ -298,3 +298,35 @@ func FuzzRequests(f *testing.F) {
 		check(decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &er))
 	})
 }
+
+// TestIdempotencyKey: a POST with a key is answered once; a retry gets the
+// first answer, marked; the key with another request is refused.
+func TestIdempotencyKey(t *testing.T) {
+	c := unixServer(t, newTestServer(t))
+	post := func(body, key string) (*http.Response, []byte) {
+		req, _ := http.NewRequest("POST", "http://jail/v1/run", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, b
+	}
+	r1, b1 := post(`{"argv": []}`, "k-1")
+	assert.Equal(t, http.StatusBadRequest, r1.StatusCode)
+	assert.Empty(t, r1.Header.Get("Idempotent-Replayed"))
+	r2, b2 := post(`{"argv": []}`, "k-1")
+	assert.Equal(t, http.StatusBadRequest, r2.StatusCode)
+	assert.Equal(t, "true", r2.Header.Get("Idempotent-Replayed"))
+	assert.Equal(t, b1, b2)
+	r3, b3 := post(`{"argv": [""]}`, "k-1")
+	assert.Equal(t, http.StatusBadRequest, r3.StatusCode)
+	assert.Equal(t, "Idempotency-Key", errorOf(t, b3).Field)
+	assert.Contains(t, errorOf(t, b3).Message, "another request")
+	r4, b4 := post(`{"argv": []}`, strings.Repeat("k", 300))
+	assert.Equal(t, http.StatusBadRequest, r4.StatusCode)
+	assert.Equal(t, "Idempotency-Key", errorOf(t, b4).Field)
+	r5, _ := post(`{"argv": []}`, "k-2") // another key: done again
+	assert.Empty(t, r5.Header.Get("Idempotent-Replayed"))
+}
