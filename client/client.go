@@ -181,7 +181,9 @@ func (c *Client) ExecStream(ctx context.Context, id string, r ExecRequest, stdou
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	// An output event carries at most 32 KiB; the exit event the whole
+	// result, with the captured head and tail of both streams.
+	sc.Buffer(make([]byte, 64<<10), 256<<20)
 	next := 1
 	for sc.Scan() {
 		var e Event

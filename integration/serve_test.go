@@ -370,14 +370,18 @@ func (s *served) stream(t *testing.T, path, body string, each func(map[string]an
 	require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
 	var events []map[string]any
 	sc := bufio.NewScanner(resp.Body)
+	// An output event carries at most 32 KiB; the exit event, the whole
+	// result, with its captured head and tail.
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
 		var e map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &e), "%s", sc.Bytes())
 		events = append(events, e)
 		if each != nil && !each(e) {
-			break
+			return events
 		}
 	}
+	require.NoError(t, sc.Err())
 	return events
 }
 
@@ -410,4 +414,50 @@ func TestServeDrain(t *testing.T) {
 	_, err := os.Stat(s.sock)
 	assert.True(t, os.IsNotExist(err), "the socket is removed")
 	assert.Contains(t, s.log.String(), "draining")
+}
+
+// TestServeStreamLargeOutput: 1 GiB of a command's output (128 MiB under
+// -race) streams through
+// the server with its memory bounded (nothing is held but the capture's
+// head and tail).
+func TestServeStreamLargeOutput(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	code, b := s.do(t, "POST", "/v1/sessions", `{"id": "big"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	rss := func() int64 { // the server's resident set high-water mark, KiB
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+		require.NoError(t, err)
+		for _, l := range strings.Split(string(st), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				return n
+			}
+		}
+		return -1
+	}
+	before := rss()
+	total := 1 << 30
+	if raceEnabled {
+		total = 128 << 20 // the same path; the -race pass decodes 8 times slower
+	}
+	var got int64
+	t0 := time.Now()
+	events := s.stream(t, "/v1/sessions/big/exec", fmt.Sprintf(`{"shell": "yes 0123456789abcdef0123456789abcde | head -c %d", "timeout": "300s"}`, total), func(e map[string]any) bool {
+		if e["event"] == "stdout" {
+			got += int64(len(e["data"].(string)))
+		}
+		return true
+	})
+	elapsed := time.Since(t0)
+	last := events[len(events)-1]
+	require.Equal(t, "exit", last["event"], "%v", last)
+	assert.Equal(t, int64(total), got, "every byte came")
+	res := last["result"].(map[string]any)
+	assert.Equal(t, "exited", res["status"])
+	assert.Equal(t, float64(total), res["stdout_bytes"])
+	assert.Equal(t, true, res["stdout_truncated"], "the result keeps a head and a tail")
+	after := rss()
+	t.Logf("%d MiB in %v (%.0f MiB/s); server peak RSS %d -> %d KiB", total>>20, elapsed, float64(total)/(1<<20)/elapsed.Seconds(), before, after)
+	assert.Less(t, after-before, int64(64<<10), "the server's memory grew by more than 64 MiB for %d MiB streamed", total>>20)
 }

@@ -871,18 +871,33 @@ func (e *events) send(ev map[string]any) {
 
 // output is the writer of one of the workload's streams: each write is an
 // event, its data as text when it is UTF-8, else base64.
+//
+// An event carries at most maxEventData bytes (split where a UTF-8
+// character starts), so that a client reading lines needs no more than a
+// small buffer.
 func (e *events) output(stream string) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
-		ev := map[string]any{"event": stream}
-		if utf8.Valid(p) {
-			ev["data"] = string(p)
-		} else {
-			ev["data"], ev["encoding"] = base64.StdEncoding.EncodeToString(p), "base64"
+		for rest := p; len(rest) > 0; {
+			n := min(len(rest), maxEventData)
+			for back := 0; n < len(rest) && back < utf8.UTFMax && n > 1 && !utf8.RuneStart(rest[n]); back++ {
+				n--
+			}
+			chunk := rest[:n]
+			rest = rest[n:]
+			ev := map[string]any{"event": stream}
+			if utf8.Valid(chunk) {
+				ev["data"] = string(chunk)
+			} else {
+				ev["data"], ev["encoding"] = base64.StdEncoding.EncodeToString(chunk), "base64"
+			}
+			e.send(ev)
 		}
-		e.send(ev)
 		return len(p), nil // a client that went away does not stop the workload's output: the request's end does
 	})
 }
+
+// maxEventData bounds the output one event carries.
+const maxEventData = 32 << 10
 
 type writerFunc func([]byte) (int, error)
 
