@@ -140,9 +140,14 @@ func (n *testNet) run(t *testing.T, args ...string) (jail.Result, result) {
 }
 
 // leftovers lists what egress jails leave in the outer namespace: jail*
-// interfaces, and chains and map elements of theirs in the shared table
-// (the table itself, with its base chains and empty maps, stays).
+// interfaces (veths), and chains and map elements of theirs in the shared
+// table (the table itself, with its base chains and empty maps, stays).
 func (n *testNet) leftovers(t *testing.T) string {
+	t.Helper()
+	return strings.Join(append(n.leftVeths(t), n.leftRules(t)...), "; ")
+}
+
+func (n *testNet) leftVeths(t *testing.T) []string {
 	t.Helper()
 	var left []string
 	for _, l := range strings.Split(n.in(t, n.outer, "ip", "-br", "link"), "\n") {
@@ -150,26 +155,39 @@ func (n *testNet) leftovers(t *testing.T) string {
 			left = append(left, l)
 		}
 	}
-	if nft, err := exec.LookPath("nft"); err == nil {
-		out, _ := exec.Command("nsenter", "--net=/run/netns/"+n.outer, nft, "list", "table", "inet", "jail").CombinedOutput()
-		left = append(left, regexp.MustCompile(`chain jail\d+-[a-z-]+|"jail\d+"`).FindAllString(string(out), -1)...)
-	}
-	return strings.Join(left, "; ")
+	return left
 }
 
-// requireNoLeftovers waits for the jails' veths to go with their
-// namespaces (the kernel removes them after the run: an explicit delete
-// would cost the run an RCU grace period) and requires that nothing of
-// them is left: no veth, no table, no lease.
+func (n *testNet) leftRules(t *testing.T) []string {
+	t.Helper()
+	nft, err := exec.LookPath("nft")
+	if err != nil {
+		return nil
+	}
+	out, _ := exec.Command("nsenter", "--net=/run/netns/"+n.outer, nft, "list", "table", "inet", "jail").CombinedOutput()
+	return regexp.MustCompile(`chain jail\d+-[a-z-]+|"jail\d+"`).FindAllString(string(out), -1)
+}
+
+// requireNoLeftovers requires that nothing of the jails is left: no
+// chains, map elements or lease (removed when each run ends), and no veth.
+// A veth goes with its jail's namespace, after the run (an explicit delete
+// would cost the run an RCU grace period), and the kernel keeps the
+// namespace while a TCP connection of the jail still closes: its last
+// packets, sent after the rules went, are dropped, and it retransmits until
+// it gives up (tcp_orphan_retries: about 100 s). Under CI's load a veth was
+// seen to outlive a 30 s wait that way; it carries nothing meanwhile (the
+// base chains drop what a jail* interface without chains carries).
 func (n *testNet) requireNoLeftovers(t *testing.T) {
 	t.Helper()
-	// The kernel's namespace cleanup is one work queue for the machine:
-	// under CI's load (every package's tests at once, -race) a veth has
-	// been seen to take over 5 s to go.
-	require.Eventually(t, func() bool { return n.leftovers(t) == "" }, 30*time.Second, 20*time.Millisecond, "left: %s", n.leftovers(t))
+	require.Eventually(t, func() bool { return len(n.leftRules(t)) == 0 }, 5*time.Second, 20*time.Millisecond, "left: %s", n.leftRules(t))
 	entries, _ := os.ReadDir("/run/jail/net")
 	for _, e := range entries {
 		assert.Fail(t, "a lease is left", e.Name())
+	}
+	t0 := time.Now()
+	require.Eventually(t, func() bool { return len(n.leftVeths(t)) == 0 }, 150*time.Second, 50*time.Millisecond, "left: %s", n.leftVeths(t))
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Logf("a veth took %v to go with its jail's namespace", d)
 	}
 }
 
