@@ -14,8 +14,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,11 +41,11 @@ type served struct {
 
 // serve starts `jail serve` on a socket every user may connect to, with
 // its state in state.
-func serve(t *testing.T, state string) *served {
+func serve(t *testing.T, state string, flags ...string) *served {
 	t.Helper()
 	dir := openDir(t)
 	s := &served{sock: filepath.Join(dir, "jail.sock"), state: state, log: &bytes.Buffer{}}
-	s.cmd = exec.Command(jailBin, "serve", "--listen", "unix:"+s.sock, "--state-dir", state, "--socket-mode", "0666", "--grace", "10s")
+	s.cmd = exec.Command(jailBin, append([]string{"serve", "--listen", "unix:" + s.sock, "--state-dir", state, "--socket-mode", "0666", "--grace", "10s"}, flags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	require.NoError(t, s.cmd.Start())
 	t.Cleanup(func() {
@@ -460,4 +462,64 @@ func TestServeStreamLargeOutput(t *testing.T) {
 	after := rss()
 	t.Logf("%d MiB in %v (%.0f MiB/s); server peak RSS %d -> %d KiB", total>>20, elapsed, float64(total)/(1<<20)/elapsed.Seconds(), before, after)
 	assert.Less(t, after-before, int64(64<<10), "the server's memory grew by more than 64 MiB for %d MiB streamed", total>>20)
+}
+
+// TestServeLoad: 200 commands at once across 20 sessions all run, and
+// nothing is left after.
+func TestServeLoad(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t), "--max-runs", "200")
+	const sessions, execs = 20, 200
+	for i := range sessions {
+		code, b := s.do(t, "POST", "/v1/sessions", fmt.Sprintf(`{"id": "load%d"}`, i))
+		require.Equal(t, http.StatusCreated, code, "%s", b)
+	}
+	type outcome struct {
+		code int
+		body string
+		took time.Duration
+	}
+	out := make([]outcome, execs)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range execs {
+		wg.Go(func() {
+			start := time.Now()
+			req, _ := http.NewRequest("POST", fmt.Sprintf("http://jail/v1/sessions/load%d/exec", i%sessions),
+				strings.NewReader(fmt.Sprintf(`{"shell": "echo %d", "timeout": "120s"}`, i)))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := s.client.Do(req)
+			if err != nil {
+				out[i] = outcome{body: err.Error()}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			out[i] = outcome{resp.StatusCode, string(b), time.Since(start)}
+		})
+	}
+	wg.Wait()
+	wall := time.Since(t0)
+	var took []time.Duration
+	for i, o := range out {
+		if assert.Equal(t, http.StatusOK, o.code, "exec %d: %s", i, o.body) {
+			var res jail.Result
+			require.NoError(t, json.Unmarshal([]byte(o.body), &res))
+			assert.Equal(t, fmt.Sprintf("%d\n", i), res.Stdout, "exec %d", i)
+			assert.Equal(t, jail.StatusExited, res.Status)
+		}
+		took = append(took, o.took)
+	}
+	slices.Sort(took)
+	t.Logf("%d execs across %d sessions at once: %v in all; latency p50 %v, p99 %v, max %v",
+		execs, sessions, wall.Round(time.Millisecond), took[len(took)/2].Round(time.Millisecond),
+		took[len(took)*99/100].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+	_, b := s.do(t, "GET", "/metrics", "")
+	assert.Contains(t, string(b), "jail_runs_in_flight 0")
+	for i := range sessions {
+		code, _ := s.do(t, "DELETE", fmt.Sprintf("/v1/sessions/load%d", i), "")
+		assert.Equal(t, http.StatusOK, code)
+	}
+	// The suite's host check (TestMain) then finds no process, mount or
+	// cgroup of theirs left.
 }
