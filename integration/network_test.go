@@ -195,6 +195,13 @@ func (n *testNet) requireNoLeftovers(t *testing.T) {
 // returns each one's answer.
 func (n *testNet) probeLines(t *testing.T, allow []string, targets ...string) (jail.Result, map[string]string) {
 	t.Helper()
+	return probeLinesWith(t, n.run, allow, targets)
+}
+
+// probeLinesWith runs, with run, one egress jail allowed allow that runs
+// the probe's net command of each target, and returns each one's answer.
+func probeLinesWith(t *testing.T, run func(*testing.T, ...string) (jail.Result, result), allow, targets []string) (jail.Result, map[string]string) {
+	t.Helper()
 	args := []string{"--net", "egress"}
 	for _, a := range allow {
 		args = append(args, "--allow", a)
@@ -204,7 +211,7 @@ func (n *testNet) probeLines(t *testing.T, allow []string, targets ...string) (j
 		f := strings.Fields(tg)
 		script += fmt.Sprintf("echo \"%s => $(/probe/probe net %s %s %s)\"\n", tg, f[0], f[1], f[2])
 	}
-	res, r := n.run(t, append(args, "--", "sh", "-c", script)...)
+	res, r := run(t, append(args, "--", "sh", "-c", script)...)
 	require.Equal(t, jail.StatusExited, res.Status, "stderr: %s", r.stderr)
 	got := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {

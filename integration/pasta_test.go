@@ -83,24 +83,7 @@ func (u *userNet) run(t *testing.T, args ...string) (jail.Result, result) {
 // probeLines is testNet.probeLines for the unprivileged caller.
 func (u *userNet) probeLines(t *testing.T, allow []string, targets ...string) (jail.Result, map[string]string) {
 	t.Helper()
-	args := []string{"--net", "egress"}
-	for _, a := range allow {
-		args = append(args, "--allow", a)
-	}
-	script := ""
-	for _, tg := range targets {
-		f := strings.Fields(tg)
-		script += fmt.Sprintf("echo \"%s => $(/probe/probe net %s %s %s)\"\n", tg, f[0], f[1], f[2])
-	}
-	res, r := u.run(t, append(args, "--", "sh", "-c", script)...)
-	require.Equal(t, jail.StatusExited, res.Status, "stderr: %s", r.stderr)
-	got := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
-		k, v, _ := strings.Cut(l, " => ")
-		got[k] = v
-	}
-	require.Len(t, got, len(targets), "stdout: %s", res.Stdout)
-	return res, got
+	return probeLinesWith(t, u.run, allow, targets)
 }
 
 // pastas lists the pasta processes of the unprivileged user.

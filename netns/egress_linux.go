@@ -958,11 +958,24 @@ func ifname(n string) []byte {
 
 // Counters reads the host table's counters.
 func (l *Link) Counters() (Counters, error) {
+	set := ""
+	if l.e.LogDenied > 0 {
+		set = l.e.DeniedSet()
+	}
+	return readCounters(withNft, []string{l.e.ChainName(FwdFrom), l.e.ChainName(FwdTo), l.e.ChainName(Input)}, set)
+}
+
+// readCounters adds up the counters of the named chains of the table
+// "inet jail" (by the rules' comments: CountOut, CountIn, CountDenied),
+// and reads the set of refused destinations when set is not empty, each
+// read through with (a connection of the host's, or of a jail's
+// namespace).
+func readCounters(with func(func(*nftables.Conn) error) error, chains []string, set string) (Counters, error) {
 	var c Counters
-	for _, chain := range []Chain{FwdFrom, FwdTo, Input} {
+	for _, chain := range chains {
 		var rules []*nftables.Rule
-		err := withNft(func(conn *nftables.Conn) (err error) {
-			rules, err = conn.GetRules(table, &nftables.Chain{Name: l.e.ChainName(chain), Table: table})
+		err := with(func(conn *nftables.Conn) (err error) {
+			rules, err = conn.GetRules(table, &nftables.Chain{Name: chain, Table: table})
 			return err
 		})
 		if err != nil {
@@ -977,15 +990,15 @@ func (l *Link) Counters() (Counters, error) {
 			}
 		}
 	}
-	if l.e.LogDenied > 0 {
+	if set != "" {
 		var els []nftables.SetElement
-		err := withNft(func(conn *nftables.Conn) (err error) {
-			els, err = conn.GetSetElements(&nftables.Set{Table: table, Name: l.e.DeniedSet(),
+		err := with(func(conn *nftables.Conn) (err error) {
+			els, err = conn.GetSetElements(&nftables.Set{Table: table, Name: set,
 				KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)})
 			return err
 		})
 		if err != nil {
-			return c, fmt.Errorf("nftables set %s: %w", l.e.DeniedSet(), err)
+			return c, fmt.Errorf("nftables set %s: %w", set, err)
 		}
 		c.DeniedTo = deniedOf(els)
 	}

@@ -363,33 +363,15 @@ func (l *UserLink) output() string {
 
 // Counters reads the rules' counters and the refused destinations.
 func (l *UserLink) Counters() (Counters, error) {
-	var c Counters
 	if l.conn == nil {
-		return c, errors.New("no rules loaded")
+		return Counters{}, errors.New("no rules loaded")
 	}
-	for _, chain := range []Chain{UserOut, UserIn} {
-		rules, err := l.conn.GetRules(table, &nftables.Chain{Name: string(chain), Table: table})
-		if err != nil {
-			return c, fmt.Errorf("nftables rules of %s: %w", chain, err)
-		}
-		for _, r := range rules {
-			name, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-			for _, e := range r.Exprs {
-				if n, ok := e.(*expr.Counter); ok {
-					c.add(name, n)
-				}
-			}
-		}
-	}
+	set := ""
 	if l.u.LogDenied > 0 {
-		els, err := l.conn.GetSetElements(&nftables.Set{Table: table, Name: UserDeniedSet,
-			KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)})
-		if err != nil {
-			return c, fmt.Errorf("nftables set %s: %w", UserDeniedSet, err)
-		}
-		c.DeniedTo = deniedOf(els)
+		set = UserDeniedSet
 	}
-	return c, nil
+	return readCounters(func(f func(*nftables.Conn) error) error { return f(l.conn) },
+		[]string{string(UserOut), string(UserIn)}, set)
 }
 
 // Close stops pasta and removes what this process made for it. The rules
