@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -903,6 +904,21 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
+// file is the session and the jail path a files route names.
+func (s *Server) file(r *http.Request, t Tenant) (string, *jail.Session, *Error) {
+	path, e := filePath(r)
+	if e != nil {
+		return "", nil, e
+	}
+	sess, e := s.session(r, t)
+	return path, sess, e
+}
+
+// boolParam: the query parameter name is 1 or true.
+func boolParam(q url.Values, name string) bool {
+	return q.Get(name) == "1" || q.Get(name) == "true"
+}
+
 // filePath is the jail path a files route names.
 func filePath(r *http.Request) (string, *Error) {
 	p := "/" + r.PathValue("path")
@@ -913,13 +929,9 @@ func filePath(r *http.Request) (string, *Error) {
 }
 
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
-	path, e := filePath(r)
-	if e != nil {
-		return e
-	}
 	q := r.URL.Query()
 	var o jail.WriteOptions
-	o.Mkdir = q.Get("mkdir") == "1" || q.Get("mkdir") == "true"
+	o.Mkdir = boolParam(q, "mkdir")
 	if m := q.Get("mode"); m != "" {
 		mode, err := strconv.ParseUint(m, 8, 32)
 		if err != nil || mode > 0o777 {
@@ -927,7 +939,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request, t Tenant) *Erro
 		}
 		o.Mode = os.FileMode(mode)
 	}
-	sess, e := s.session(r, t)
+	path, sess, e := s.file(r, t)
 	if e != nil {
 		return e
 	}
@@ -948,11 +960,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request, t Tenant) *Erro
 }
 
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
-	path, e := filePath(r)
-	if e != nil {
-		return e
-	}
-	sess, e := s.session(r, t)
+	path, sess, e := s.file(r, t)
 	if e != nil {
 		return e
 	}
@@ -1000,11 +1008,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request, t Tenant) *Erro
 }
 
 func (s *Server) statFile(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
-	path, e := filePath(r)
-	if e != nil {
-		return e
-	}
-	sess, e := s.session(r, t)
+	path, sess, e := s.file(r, t)
 	if e != nil {
 		return e
 	}
@@ -1025,15 +1029,11 @@ func (s *Server) statFile(w http.ResponseWriter, r *http.Request, t Tenant) *Err
 }
 
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
-	path, e := filePath(r)
+	path, sess, e := s.file(r, t)
 	if e != nil {
 		return e
 	}
-	sess, e := s.session(r, t)
-	if e != nil {
-		return e
-	}
-	recursive := r.URL.Query().Get("recursive") == "1" || r.URL.Query().Get("recursive") == "true"
+	recursive := boolParam(r.URL.Query(), "recursive")
 	if err := sess.RemoveFile(r.Context(), path, recursive); err != nil {
 		return asAPIError(err, "")
 	}
