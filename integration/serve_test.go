@@ -303,7 +303,7 @@ func TestServeRunsAndSessions(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	assert.NotContains(t, string(b), "s1")
 	for field, spec := range map[string]string{
-		"spec.mounts[0]":          `{"mounts": [{"type": "ro-bind", "source": "/root", "target": "/x"}]}`,
+		"spec.mounts[0].source":   `{"mounts": [{"type": "ro-bind", "source": "/root", "target": "/x"}]}`,
 		"spec.seccomp":            `{"seccomp": "none"}`,
 		"spec.disable_namespaces": `{"disable_namespaces": ["user"]}`,
 	} {

@@ -111,8 +111,11 @@ func asAPIError(err error, field string) *Error {
 
 // writeError answers with e's status and body.
 func writeError(w http.ResponseWriter, e *Error) {
-	if e.Code == CodeCapacity {
+	switch e.Code {
+	case CodeCapacity:
 		w.Header().Set("Retry-After", "1")
+	case CodeUnauthenticated:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="jail"`) // RFC 6750
 	}
 	writeJSON(w, statusOf[e.Code], ErrorBody{Error: e})
 }

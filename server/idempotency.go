@@ -26,7 +26,7 @@ const (
 )
 
 type idemKey struct {
-	tenant uint32
+	tenant string
 	key    string
 }
 
@@ -42,11 +42,11 @@ type idemEntry struct {
 type idempotency struct {
 	mu      sync.Mutex
 	entries map[idemKey]*idemEntry
-	order   map[uint32][]string // per tenant, oldest first
+	order   map[string][]string // per tenant, oldest first
 }
 
 func newIdempotency() *idempotency {
-	return &idempotency{entries: map[idemKey]*idemEntry{}, order: map[uint32][]string{}}
+	return &idempotency{entries: map[idemKey]*idemEntry{}, order: map[string][]string{}}
 }
 
 // begin looks key up for a request of fingerprint fp. It returns the entry
@@ -133,7 +133,7 @@ func (s *Server) idempotent(w *statusRecorder, r *http.Request, t Tenant, h func
 	fp.Write(body)
 	var sum [32]byte
 	copy(sum[:], fp.Sum(nil))
-	k := idemKey{t.UID, key}
+	k := idemKey{t.Name, key}
 	e, ae := s.idem.begin(k, sum)
 	if ae != nil {
 		return ae

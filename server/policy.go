@@ -1,89 +1,236 @@
 package server
 
 import (
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/netns"
 	"github.com/jailrt/jail/profiles"
 )
 
-// Tenant is who asks: the peer's uid on the unix socket (SO_PEERCRED).
+// Tenant is who asks: a unix socket's peer, by its uid (SO_PEERCRED), or
+// the tenant of a TCP client's bearer token.
 type Tenant struct {
-	UID uint32 `json:"uid"`
-	// Admin: the server's own user or root. An admin may set every field;
-	// the others may not set those that use the server's privilege on
-	// the host (checkSpec), since the server's jails are made with it.
-	Admin bool `json:"admin"`
+	// Name is the uid in decimal for a unix peer, the token's tenant for
+	// a TCP client; its state is under --state-dir/tenants/NAME.
+	Name string `json:"name"`
+	// UID is a unix peer's uid; null for a token.
+	UID *uint32 `json:"uid"`
+	// Admin: root, the server's own user, or a tenant the policy makes
+	// one. An admin may set every field; the others may not set those
+	// that use the server's privilege on the host (checkSpec), since the
+	// server's jails are made with it, unless the policy allows them.
+	Admin  bool     `json:"admin"`
+	Scopes []string `json:"scopes"`
+	// Policy is the tenant's policy (Config.Policy).
+	Policy TenantPolicy `json:"-"`
 }
 
-// checkProfile refuses a profile that is not a built-in one: a path would
-// read a file of the server's disk.
-func checkProfile(name, field string) *Error {
+// uidTenant is the tenant of a unix peer.
+func uidTenant(uid, serverUID uint32, p *Policy) Tenant {
+	name := strconv.FormatUint(uint64(uid), 10)
+	tp := p.policyOf(name)
+	scopes := allScopes
+	if len(tp.Scopes) > 0 {
+		scopes = tp.Scopes
+	}
+	return Tenant{Name: name, UID: &uid, Admin: uid == 0 || uid == serverUID || tp.Admin, Scopes: scopes, Policy: tp}
+}
+
+// tokenTenant is the tenant of a TCP client's token.
+func tokenTenant(tok *Token, p *Policy) Tenant {
+	tp := p.policyOf(tok.Tenant)
+	return Tenant{Name: tok.Tenant, Admin: tp.Admin, Scopes: tok.Scopes, Policy: tp}
+}
+
+func (t Tenant) has(scope string) bool { return slices.Contains(t.Scopes, scope) }
+
+// checkProfile refuses a profile that is not a built-in one (a path would
+// read a file of the server's disk) or that the tenant's policy does not
+// list.
+func checkProfile(t Tenant, name, field string) *Error {
 	if name == "" {
 		return nil
 	}
-	for _, n := range profiles.Names() {
-		if n == name {
-			return nil
-		}
+	if !slices.Contains(profiles.Names(), name) {
+		return apiErr(CodeBadRequest, field, "profile %q: want a built-in profile (%s); a server reads no profile file", name, strings.Join(profiles.Names(), ", "))
 	}
-	return apiErr(CodeBadRequest, field, "profile %q: want a built-in profile (%s); a server reads no profile file", name, strings.Join(profiles.Names(), ", "))
+	if !t.Admin && len(t.Policy.Profiles) > 0 && !slices.Contains(t.Policy.Profiles, name) {
+		return apiErr(CodeForbidden, field, "profile %q: tenant %s may use %s", name, t.Name, strings.Join(t.Policy.Profiles, ", "))
+	}
+	return nil
 }
 
+// privilegedFields are the fields checkSpec refuses to a tenant who is not
+// an admin, as a policy's allow_fields names them.
+var privilegedFields = []string{"root", "allow_sensitive_sources", "host_uid", "host_gid", "disable_namespaces", "network.mode",
+	"network.pool", "cgroup_parent", "seccomp", "seccomp_policy", "landlock", "allow_unenforced", "workspace.type"}
+
 // checkSpec refuses, for a tenant who is not an admin, every field of s
-// that uses the server's privilege on the host: host paths (a root
-// directory, bind sources), host ids, a namespace less, the host's
-// network or a pool of its addresses, a cgroup parent, a weaker seccomp
-// or Landlock, unenforced settings. Otherwise the socket would be a root
-// shell, as docker.sock is. field is s's name in the request ("spec").
+// that uses the server's privilege on the host and that the tenant's
+// policy does not allow: host paths (a root directory, bind sources
+// outside its bind roots), host ids, a namespace less, the host's network
+// or a pool of its addresses, a cgroup parent, a weaker seccomp or
+// Landlock, unenforced settings. Otherwise the socket would be a root
+// shell, as docker.sock is. It then applies the tenant's memory quota. A
+// bind's source is replaced by the path its symlinks resolve to, the one
+// that was checked. field is s's name in the request ("spec").
 func checkSpec(t Tenant, s *jail.Spec, field string) *Error {
 	if t.Admin {
 		return nil
 	}
 	deny := func(f, why string) *Error {
-		return apiErr(CodeForbidden, field+"."+f, "%s.%s: %s; only the server's own user or root may set it", field, f, why)
+		return apiErr(CodeForbidden, field+"."+f, "%s.%s: %s; only the server's own user, root or a tenant its policy allows may set it", field, f, why)
 	}
-	switch {
-	case s.Root != "":
-		return deny("root", "a directory of the server's host")
-	case s.AllowSensitiveSources:
-		return deny("allow_sensitive_sources", "opens sensitive host paths")
-	case s.HostUID != nil:
-		return deny("host_uid", "a host user id")
-	case s.HostGID != nil:
-		return deny("host_gid", "a host group id")
-	case len(s.DisableNamespaces) > 0:
-		return deny("disable_namespaces", "shares a namespace of the server's host")
-	case s.Network.Mode == jail.NetworkHost:
-		return deny("network.mode", "the server's host network")
-	case s.Network.Pool != "":
-		return deny("network.pool", "addresses of the server's host")
-	case s.CgroupParent != "":
-		return deny("cgroup_parent", "a cgroup of the server's host")
-	case s.Seccomp == "none" || s.Seccomp == "log":
-		return deny("seccomp", "a weaker seccomp filter")
-	case s.SeccompPolicy != nil:
-		return deny("seccomp_policy", "a seccomp policy of the caller's")
-	case s.Landlock == jail.LandlockOff:
-		return deny("landlock", "turns Landlock off")
-	case s.AllowUnenforced:
-		return deny("allow_unenforced", "runs without what the host cannot enforce")
+	allowed := func(f string) bool { return slices.Contains(t.Policy.AllowFields, f) }
+	checks := []struct {
+		field, why string
+		set        bool
+	}{
+		{"root", "a directory of the server's host", s.Root != ""},
+		{"allow_sensitive_sources", "opens sensitive host paths", s.AllowSensitiveSources},
+		{"host_uid", "a host user id", s.HostUID != nil},
+		{"host_gid", "a host group id", s.HostGID != nil},
+		{"disable_namespaces", "shares a namespace of the server's host", len(s.DisableNamespaces) > 0},
+		{"network.mode", "the server's host network", s.Network.Mode == jail.NetworkHost},
+		{"network.pool", "addresses of the server's host", s.Network.Pool != ""},
+		{"cgroup_parent", "a cgroup of the server's host", s.CgroupParent != ""},
+		{"seccomp", "a weaker seccomp filter", s.Seccomp == "none" || s.Seccomp == "log"},
+		{"seccomp_policy", "a seccomp policy of the caller's", s.SeccompPolicy != nil},
+		{"landlock", "turns Landlock off", s.Landlock == jail.LandlockOff},
+		{"allow_unenforced", "runs without what the host cannot enforce", s.AllowUnenforced},
+	}
+	for _, c := range checks {
+		if c.set && !allowed(c.field) {
+			return deny(c.field, c.why)
+		}
 	}
 	for i, m := range s.Mounts {
-		if m.Type != mounts.Tmpfs {
-			return deny("mounts["+strconv.Itoa(i)+"]", "a bind of a host path")
+		if m.Type == mounts.Tmpfs {
+			continue
+		}
+		f := "mounts[" + strconv.Itoa(i) + "]"
+		hostPath, e := t.Policy.bindSource(m)
+		if e != "" {
+			return apiErr(CodeForbidden, field+"."+f+".source", "%s.%s.source %q: %s", field, f, m.Source, e)
+		}
+		s.Mounts[i].Source = hostPath
+	}
+	if q := t.Policy.Quotas.MemoryMaxBytes; q > 0 {
+		switch {
+		case s.MemoryMaxBytes == 0:
+			s.MemoryMaxBytes = q
+		case s.MemoryMaxBytes > q:
+			return apiErr(CodeForbidden, field+".memory_max_bytes", "%s.memory_max_bytes %d: above tenant %s's quota of %d", field, s.MemoryMaxBytes, t.Name, q)
 		}
 	}
 	return nil
 }
 
+func (tp *TenantPolicy) specAllowed() bool { return tp.Spec == nil || *tp.Spec }
+
+// bindSource resolves a bind mount's source on the host and returns it if
+// it lies under one of the policy's bind roots that allows the bind's
+// kind (read-only or not), or why not.
+func (tp *TenantPolicy) bindSource(m mounts.Mount) (string, string) {
+	if len(tp.BindRoots) == 0 {
+		return "", "a bind of a host path; the tenant's policy has no bind_roots"
+	}
+	if !filepath.IsAbs(m.Source) {
+		return "", "want an absolute path"
+	}
+	hostPath, err := filepath.EvalSymlinks(m.Source)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", "does not exist"
+		}
+		return "", err.Error()
+	}
+	for _, root := range tp.BindRoots {
+		if hostPath != root.Path && !strings.HasPrefix(hostPath, root.Path+"/") {
+			continue
+		}
+		if m.Type != mounts.ROBind && !root.Writable {
+			return "", "under bind root " + root.Path + ", which allows only read-only binds (type ro-bind)"
+		}
+		return hostPath, ""
+	}
+	roots := make([]string, len(tp.BindRoots))
+	for i, r := range tp.BindRoots {
+		roots[i] = r.Path
+	}
+	return "", "resolves to " + hostPath + ", under none of the tenant's bind roots (" + strings.Join(roots, ", ") + ")"
+}
+
 // checkWorkspace refuses a dir workspace (a directory of the server's
-// disk) to a tenant who is not an admin.
-func checkWorkspace(t Tenant, w jail.Workspace) *Error {
-	if !t.Admin && w.Type == jail.WorkspaceDir {
-		return apiErr(CodeForbidden, "workspace.type", "workspace.type dir: a directory of the server's disk; only the server's own user or root may set it (tmpfs is the default)")
+// disk) to a tenant who is not an admin or allowed workspace.type, and a
+// workspace above the tenant's quota; a workspace of the default size
+// gets the quota when that is smaller.
+func checkWorkspace(t Tenant, w *jail.Workspace) *Error {
+	if t.Admin {
+		return nil
+	}
+	if w.Type == jail.WorkspaceDir && !slices.Contains(t.Policy.AllowFields, "workspace.type") {
+		return apiErr(CodeForbidden, "workspace.type", "workspace.type dir: a directory of the server's disk; only the server's own user, root or a tenant its policy allows may set it (tmpfs is the default)")
+	}
+	q := t.Policy.Quotas.WorkspaceBytes
+	if q <= 0 || w.Type == jail.WorkspaceNone {
+		return nil
+	}
+	switch {
+	case w.SizeBytes > q:
+		return apiErr(CodeForbidden, "workspace.size_bytes", "workspace.size_bytes %d: above tenant %s's quota of %d", w.SizeBytes, t.Name, q)
+	case w.SizeBytes == 0:
+		def := int64(jail.DefaultWorkspaceBytes)
+		if w.Type == jail.WorkspaceDir {
+			def = jail.DefaultDirWorkspaceBytes
+		}
+		w.SizeBytes = min(def, q)
+	}
+	return nil
+}
+
+// checkReach refuses, for every tenant, an egress allow entry that would
+// open one of this host's own addresses on a TCP port the server listens
+// on: no jail reaches the server. (Host names resolved to this host open
+// nothing of it, and broader entries do not open its addresses: see
+// jail.Network.Allow.) The host network (admins only) reaches it, as it
+// reaches everything of the host.
+func (s *Server) checkReach(spec *jail.Spec, field string) *Error {
+	if len(s.cfg.TCPPorts) == 0 || spec.Network.Mode != jail.NetworkEgress {
+		return nil
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return apiErr(CodeInternal, "", "this host's addresses: %v", err)
+	}
+	for i, entry := range spec.Network.Allow {
+		d, err := netns.ParseDest(entry)
+		if err != nil || !d.Prefix.IsValid() || d.Proto != netns.TCP {
+			continue // a bad entry is the spec's validation's; a name opens no host address
+		}
+		for _, port := range s.cfg.TCPPorts {
+			if !d.AnyPort() && (port < d.PortFrom || port > d.PortTo) {
+				continue
+			}
+			for _, a := range addrs {
+				ipn, ok := a.(*net.IPNet)
+				if !ok {
+					continue
+				}
+				if ip, ok := netip.AddrFromSlice(ipn.IP); ok && d.Prefix.Contains(ip.Unmap()) {
+					f := field + ".network.allow[" + strconv.Itoa(i) + "]"
+					return apiErr(CodeForbidden, f, "%s %q: opens this host's %s on port %d, where jail serve listens: no jail may reach the server", f, entry, ip.Unmap(), port)
+				}
+			}
+		}
 	}
 	return nil
 }

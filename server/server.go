@@ -73,6 +73,14 @@ type Config struct {
 	// Ready is false when a feature jail needs is missing.
 	Host  any
 	Ready bool
+	// Policy is the tenants' policy (--tenants); nil: the built-in one.
+	Policy *Policy
+	// TCPPorts are the TCP ports the server listens on: no jail's egress
+	// allow-list may open this host's addresses on them.
+	TCPPorts []uint16
+	// Tokens are the bearer tokens a client that is not a unix socket's
+	// peer (TCP) must present; nil: such a client is refused (401).
+	Tokens *Tokens
 }
 
 // Server serves the API. Make it with New.
@@ -81,7 +89,8 @@ type Server struct {
 	uid      uint32
 	draining atomic.Bool
 	mu       sync.Mutex
-	running  map[uint32]int // runs and commands under way, per tenant
+	running  map[string]int // runs and commands under way, per tenant
+	creating map[string]int // sessions being made, per tenant (their quota)
 	m        *metrics
 	idem     *idempotency
 }
@@ -100,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[uint32]int{}, m: newMetrics(), idem: newIdempotency()}
+	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), idem: newIdempotency()}
 	return s, nil
 }
 
@@ -125,18 +134,29 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, tenantKey{}, uid)
 }
 
-// tenant returns who asks, or false.
-func (s *Server) tenant(r *http.Request) (Tenant, bool) {
-	uid, ok := r.Context().Value(tenantKey{}).(uint32)
-	if !ok {
-		return Tenant{}, false
+// tenant returns who asks: a unix socket's peer, or the tenant of the
+// request's bearer token (Authorization: Bearer TOKEN).
+func (s *Server) tenant(r *http.Request) (Tenant, *Error) {
+	if uid, ok := r.Context().Value(tenantKey{}).(uint32); ok {
+		return uidTenant(uid, s.uid, s.cfg.Policy), nil
 	}
-	return Tenant{UID: uid, Admin: uid == 0 || uid == s.uid}, true
+	if s.cfg.Tokens == nil {
+		return Tenant{}, apiErr(CodeUnauthenticated, "", "the peer of this connection is unknown: connect to the server's unix socket")
+	}
+	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return Tenant{}, apiErr(CodeUnauthenticated, "", "no bearer token: send Authorization: Bearer TOKEN")
+	}
+	tok := s.cfg.Tokens.lookup(strings.TrimSpace(secret))
+	if tok == nil {
+		return Tenant{}, apiErr(CodeUnauthenticated, "", "the bearer token is not one of the server's")
+	}
+	return tokenTenant(tok, s.cfg.Policy), nil
 }
 
 // sessions is the tenant's session manager.
 func (s *Server) sessions(t Tenant) *jail.Sessions {
-	dir := filepath.Join(s.cfg.StateDir, "tenants", strconv.FormatUint(uint64(t.UID), 10))
+	dir := filepath.Join(s.cfg.StateDir, "tenants", t.Name)
 	return &jail.Sessions{Dir: filepath.Join(dir, "sessions"), SnapshotDir: filepath.Join(dir, "snapshots"),
 		WorkspaceDir: filepath.Join(dir, "workspaces"), HelperPath: s.cfg.HelperPath, Logger: s.cfg.Logger}
 }
@@ -144,15 +164,16 @@ func (s *Server) sessions(t Tenant) *jail.Sessions {
 // Handler returns the API's routes.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	route := func(pattern string, h func(http.ResponseWriter, *http.Request, Tenant) *Error) {
+	route := func(pattern, scope string, h func(http.ResponseWriter, *http.Request, Tenant) *Error) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			t0 := time.Now()
 			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-			t, ok := s.tenant(r)
-			var e *Error
-			if !ok {
-				e = apiErr(CodeUnauthenticated, "", "the peer of this connection is unknown: connect to the server's unix socket")
-			} else {
+			t, e := s.tenant(r)
+			switch {
+			case e != nil:
+			case scope != "" && !t.has(scope):
+				e = apiErr(CodeForbidden, "", "tenant %s has no scope %s, which %s needs", t.Name, scope, pattern)
+			default:
 				e = s.protect(func() *Error {
 					return s.idempotent(rec, r, t, func(w http.ResponseWriter) *Error { return h(w, r, t) })
 				})
@@ -161,7 +182,7 @@ func (s *Server) Handler() http.Handler {
 				writeError(rec, e)
 			}
 			s.m.requests.inc(pattern, strconv.Itoa(rec.status))
-			attrs := []any{"tenant", t.UID, "method", r.Method, "route", pattern, "status", rec.status, "duration", time.Since(t0)}
+			attrs := []any{"tenant", t.Name, "method", r.Method, "route", pattern, "status", rec.status, "duration", time.Since(t0)}
 			if id := r.PathValue("id"); id != "" {
 				attrs = append(attrs, "session", id)
 			}
@@ -175,9 +196,12 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	for _, rt := range s.routes() {
-		route(rt.pattern, rt.h)
+		route(rt.pattern, rt.scope, rt.h)
 	}
-	mux.Handle("GET /metrics", s.m)
+	route("GET /metrics", ScopeMetrics, func(w http.ResponseWriter, r *http.Request, _ Tenant) *Error {
+		s.m.ServeHTTP(w, r)
+		return nil
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr(CodeNotFound, "", "no route %s %s", r.Method, r.URL.Path))
 	})
@@ -185,31 +209,31 @@ func (s *Server) Handler() http.Handler {
 }
 
 type routeEntry struct {
-	pattern string
-	h       func(http.ResponseWriter, *http.Request, Tenant) *Error
+	pattern, scope string
+	h              func(http.ResponseWriter, *http.Request, Tenant) *Error
 }
 
 // routes are the API's routes that need a known peer.
 func (s *Server) routes() []routeEntry {
 	return []routeEntry{
-		{"GET /v1/ready", s.ready},
-		{"GET /v1/info", s.info},
-		{"POST /v1/run", s.run},
-		{"POST /v1/sessions", s.createSession},
-		{"GET /v1/sessions", s.listSessions},
-		{"GET /v1/sessions/{id}", s.getSession},
-		{"DELETE /v1/sessions/{id}", s.deleteSession},
-		{"POST /v1/sessions/{action}", s.sessionAction},
-		{"POST /v1/sessions/{id}/snapshots", s.snapshot},
-		{"GET /v1/snapshots", s.listSnapshots},
-		{"GET /v1/snapshots/{sid}", s.getSnapshot},
-		{"DELETE /v1/snapshots/{sid}", s.deleteSnapshot},
-		{"GET /v1/snapshots/{sid}/export", s.exportSnapshot},
-		{"POST /v1/sessions/{id}/exec", s.exec},
-		{"PUT /v1/sessions/{id}/files/{path...}", s.putFile},
-		{"GET /v1/sessions/{id}/files/{path...}", s.getFile},
-		{"HEAD /v1/sessions/{id}/files/{path...}", s.statFile},
-		{"DELETE /v1/sessions/{id}/files/{path...}", s.deleteFile},
+		{"GET /v1/ready", "", s.ready},
+		{"GET /v1/info", "", s.info},
+		{"POST /v1/run", ScopeRun, s.run},
+		{"POST /v1/sessions", ScopeSessions, s.createSession},
+		{"GET /v1/sessions", ScopeSessions, s.listSessions},
+		{"GET /v1/sessions/{id}", ScopeSessions, s.getSession},
+		{"DELETE /v1/sessions/{id}", ScopeSessions, s.deleteSession},
+		{"POST /v1/sessions/{action}", ScopeSessions, s.sessionAction},
+		{"POST /v1/sessions/{id}/snapshots", ScopeSessions, s.snapshot},
+		{"GET /v1/snapshots", ScopeSessions, s.listSnapshots},
+		{"GET /v1/snapshots/{sid}", ScopeSessions, s.getSnapshot},
+		{"DELETE /v1/snapshots/{sid}", ScopeSessions, s.deleteSnapshot},
+		{"GET /v1/snapshots/{sid}/export", ScopeSessions, s.exportSnapshot},
+		{"POST /v1/sessions/{id}/exec", ScopeSessions, s.exec},
+		{"PUT /v1/sessions/{id}/files/{path...}", ScopeSessions, s.putFile},
+		{"GET /v1/sessions/{id}/files/{path...}", ScopeSessions, s.getFile},
+		{"HEAD /v1/sessions/{id}/files/{path...}", ScopeSessions, s.statFile},
+		{"DELETE /v1/sessions/{id}/files/{path...}", ScopeSessions, s.deleteFile},
 	}
 }
 
@@ -290,21 +314,86 @@ func (s *Server) acquire(t Tenant) (func(), *Error) {
 	if s.draining.Load() {
 		return nil, apiErr(CodeCapacity, "", "the server is draining: it takes no new work")
 	}
+	limit := s.cfg.MaxRuns
+	if q := t.Policy.Quotas.Execs; q > 0 {
+		limit = q
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.running[t.UID] >= s.cfg.MaxRuns {
-		return nil, apiErr(CodeCapacity, "", "tenant %d has %d runs and commands under way, its limit", t.UID, s.cfg.MaxRuns)
+	if s.running[t.Name] >= limit {
+		return nil, apiErr(CodeCapacity, "", "tenant %s has %d runs and commands under way, its limit", t.Name, limit)
 	}
-	s.running[t.UID]++
+	s.running[t.Name]++
 	s.m.inflight.add(1)
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.running[t.UID]--; s.running[t.UID] == 0 {
-			delete(s.running, t.UID)
+		if s.running[t.Name]--; s.running[t.Name] == 0 {
+			delete(s.running, t.Name)
 		}
 		s.m.inflight.add(-1)
 	}, nil
+}
+
+// reserveSessions takes n of the tenant's sessions quota for sessions
+// about to be made, or answers CAPACITY; the caller calls the release it
+// returns once they are made (or not).
+func (s *Server) reserveSessions(t Tenant, n int) (func(), *Error) {
+	if s.draining.Load() {
+		return nil, apiErr(CodeCapacity, "", "the server is draining: it takes no new work")
+	}
+	q := t.Policy.Quotas.Sessions
+	if q <= 0 {
+		return func() {}, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list, err := s.sessions(t).List(nil)
+	if err != nil {
+		return nil, asAPIError(err, "")
+	}
+	if have := len(list) + s.creating[t.Name]; have+n > q {
+		return nil, apiErr(CodeCapacity, "", "tenant %s has %d sessions, its quota is %d: remove one first", t.Name, have, q)
+	}
+	s.creating[t.Name] += n
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.creating[t.Name] -= n; s.creating[t.Name] == 0 {
+			delete(s.creating, t.Name)
+		}
+	}, nil
+}
+
+// checkSnapshotQuota removes the snapshot id just taken and answers
+// INSUFFICIENT_STORAGE when the tenant's snapshots together are now above
+// its quota: measured after the fact, since a snapshot's size is known
+// only once it is taken. With id "" (before a fork) it answers so when
+// they are at the quota already.
+func (s *Server) checkSnapshotQuota(t Tenant, id string) *Error {
+	q := t.Policy.Quotas.SnapshotBytes
+	if q <= 0 {
+		return nil
+	}
+	m := s.sessions(t)
+	list, err := m.Snapshots()
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	var total int64
+	for _, sn := range list {
+		total += sn.Bytes
+	}
+	switch {
+	case id == "" && total >= q:
+		return apiErr(CodeNoStorage, "", "tenant %s's snapshots take %d bytes, its quota is %d: remove some first", t.Name, total, q)
+	case id == "" || total <= q:
+		return nil
+	}
+	if err := m.RemoveSnapshot(id); err != nil {
+		s.cfg.Logger.Warn("snapshot above the quota not removed", "tenant", t.Name, "snapshot", id, "err", err)
+	}
+	return apiErr(CodeNoStorage, "", "tenant %s's snapshots would take %d bytes, its quota is %d: the snapshot is not kept; remove some first", t.Name, total, q)
 }
 
 // Command is what a run or a session command runs: argv, or shell (run by
@@ -354,18 +443,25 @@ type RunRequest struct {
 	Command
 }
 
-// specOf returns the Spec a request names: its own, or its profile's.
-func specOf(profile string, spec *jail.Spec) (jail.Spec, *Error) {
+// specOf returns the Spec a request names: its own, or its profile's (the
+// tenant's first allowed one by default, else DefaultProfile).
+func specOf(t Tenant, profile string, spec *jail.Spec) (jail.Spec, *Error) {
 	if spec != nil {
 		if profile != "" {
 			return jail.Spec{}, apiErr(CodeBadRequest, "profile", "give profile or spec, not both")
+		}
+		if !t.Admin && !t.Policy.specAllowed() {
+			return jail.Spec{}, apiErr(CodeForbidden, "spec", "tenant %s may name a profile (%s), not send a spec", t.Name, strings.Join(t.Policy.Profiles, ", "))
 		}
 		return *spec, nil
 	}
 	if profile == "" {
 		profile = DefaultProfile
+		if !t.Admin && len(t.Policy.Profiles) > 0 {
+			profile = t.Policy.Profiles[0]
+		}
 	}
-	if e := checkProfile(profile, "profile"); e != nil {
+	if e := checkProfile(t, profile, "profile"); e != nil {
 		return jail.Spec{}, e
 	}
 	p, err := profiles.Load(profile)
@@ -380,11 +476,14 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
 		return e
 	}
-	spec, e := specOf(req.Profile, req.Spec)
+	spec, e := specOf(t, req.Profile, req.Spec)
 	if e != nil {
 		return e
 	}
 	if e := checkSpec(t, &spec, "spec"); e != nil {
+		return e
+	}
+	if e := s.checkReach(&spec, "spec"); e != nil {
 		return e
 	}
 	argv, e := req.args()
@@ -465,7 +564,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Tenant)
 	ss := jail.SessionSpec{ID: req.ID, Labels: req.Labels, TTL: time.Duration(req.TTL), IdleTimeout: time.Duration(req.IdleTimeout),
 		Workspace: req.Workspace, From: req.From}
 	if req.From == "" {
-		spec, e := specOf(req.Profile, req.Spec)
+		spec, e := specOf(t, req.Profile, req.Spec)
 		if e != nil {
 			return e
 		}
@@ -473,18 +572,23 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Tenant)
 			spec.Cwd = "" // the workspace, not the profile's /tmp (as jail session create)
 		}
 		ss.Spec = spec
+		if e := checkSpec(t, &ss.Spec, "spec"); e != nil {
+			return e
+		}
+		if e := s.checkReach(&ss.Spec, "spec"); e != nil {
+			return e
+		}
 	} else if req.Profile != "" || req.Spec != nil {
 		return apiErr(CodeBadRequest, "from", "a session from a snapshot has the snapshot's spec: give no profile or spec")
 	}
-	if e := checkSpec(t, &ss.Spec, "spec"); e != nil {
+	if e := checkWorkspace(t, &ss.Workspace); e != nil {
 		return e
 	}
-	if e := checkWorkspace(t, ss.Workspace); e != nil {
+	release, e := s.reserveSessions(t, 1)
+	if e != nil {
 		return e
 	}
-	if s.draining.Load() {
-		return apiErr(CodeCapacity, "", "the server is draining: it takes no new work")
-	}
+	defer release()
 	sess, err := s.sessions(t).Create(r.Context(), ss)
 	if err != nil {
 		return asAPIError(err, "spec")
@@ -627,8 +731,16 @@ func (s *Server) sessionAction(w http.ResponseWriter, r *http.Request, t Tenant)
 		if n < 0 || n > MaxForks {
 			return apiErr(CodeBadRequest, "n", "n %d: want 1 to %d forks", n, MaxForks)
 		}
-		if s.draining.Load() {
-			return apiErr(CodeCapacity, "", "the server is draining: it takes no new work")
+		release, e := s.reserveSessions(t, n)
+		if e != nil {
+			return e
+		}
+		defer release()
+		// A fork's snapshot is checked before it is taken, not after:
+		// the forks made from it are not undone. It may pass the quota
+		// by one snapshot.
+		if e := s.checkSnapshotQuota(t, ""); e != nil {
+			return e
 		}
 		snap, forks, err := sess.Fork(r.Context(), n)
 		if err != nil {
@@ -682,6 +794,9 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, t Tenant) *Err
 	info, err := sess.Snapshot(r.Context(), req.Name)
 	if err != nil {
 		return asAPIError(err, "")
+	}
+	if e := s.checkSnapshotQuota(t, info.ID); e != nil {
+		return e
 	}
 	writeJSON(w, http.StatusCreated, info)
 	return nil

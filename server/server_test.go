@@ -108,7 +108,7 @@ func TestBadRequests(t *testing.T) {
 // the server's privilege on the host; an admin may.
 func TestCheckSpec(t *testing.T) {
 	u32 := func(v uint32) *uint32 { return &v }
-	user, admin := Tenant{UID: 1000}, Tenant{UID: 0, Admin: true}
+	user, admin := uidTenant(1000, 4242, nil), uidTenant(0, 4242, nil)
 	for field, s := range map[string]jail.Spec{
 		"spec.root":                    {Root: "/srv/root"},
 		"spec.allow_sensitive_sources": {AllowSensitiveSources: true},
@@ -121,7 +121,7 @@ func TestCheckSpec(t *testing.T) {
 		"spec.seccomp":                 {Seccomp: "none"},
 		"spec.landlock":                {Landlock: jail.LandlockOff},
 		"spec.allow_unenforced":        {AllowUnenforced: true},
-		"spec.mounts[1]":               {Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/scratch"}, {Type: mounts.ROBind, Source: "/etc", Target: "/x"}}},
+		"spec.mounts[1].source":        {Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/scratch"}, {Type: mounts.ROBind, Source: "/etc", Target: "/x"}}},
 	} {
 		e := checkSpec(user, &s, "spec")
 		if assert.NotNil(t, e, field) {
@@ -133,9 +133,9 @@ func TestCheckSpec(t *testing.T) {
 	ok := jail.Spec{Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/scratch"}}, MemoryMaxBytes: 64 << 20, Seccomp: "strict",
 		Network: jail.Network{Mode: jail.NetworkEgress, Allow: []string{"10.0.0.1:80"}}}
 	assert.Nil(t, checkSpec(user, &ok, "spec"), "limits, a tmpfs, a stricter filter, egress")
-	assert.NotNil(t, checkWorkspace(user, jail.Workspace{Type: jail.WorkspaceDir}))
-	assert.Nil(t, checkWorkspace(user, jail.Workspace{Type: jail.WorkspaceTmpfs}))
-	assert.Nil(t, checkWorkspace(admin, jail.Workspace{Type: jail.WorkspaceDir}))
+	assert.NotNil(t, checkWorkspace(user, &jail.Workspace{Type: jail.WorkspaceDir}))
+	assert.Nil(t, checkWorkspace(user, &jail.Workspace{Type: jail.WorkspaceTmpfs}))
+	assert.Nil(t, checkWorkspace(admin, &jail.Workspace{Type: jail.WorkspaceDir}))
 }
 
 // TestUnauthenticated: a connection whose peer is unknown (not a unix
@@ -260,7 +260,7 @@ func FuzzRequests(f *testing.F) {
 		`{"id":"s1","labels":{"a":"b"},"ttl":3,"workspace":{"type":"dir"}}`, `{"argv":["x"],"env":["A=1","B"],"cwd":"/"}`, `{"argv":[""]}`, `[]`, `{"stdin_b64":"AA=="}`} {
 		f.Add([]byte(seed))
 	}
-	user := Tenant{UID: 1000}
+	user := uidTenant(1000, 4242, nil)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req := func() *http.Request {
 			r := httptest.NewRequest("POST", "/", bytes.NewReader(body))
@@ -276,7 +276,7 @@ func FuzzRequests(f *testing.F) {
 		}
 		var run RunRequest
 		if e := decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &run); e == nil {
-			spec, e := specOf(run.Profile, run.Spec)
+			spec, e := specOf(user, run.Profile, run.Spec)
 			check(e)
 			if e == nil {
 				check(checkSpec(user, &spec, "spec"))
@@ -290,7 +290,7 @@ func FuzzRequests(f *testing.F) {
 		}
 		var sr SessionRequest
 		if e := decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &sr); e == nil {
-			check(checkWorkspace(user, sr.Workspace))
+			check(checkWorkspace(user, &sr.Workspace))
 		} else {
 			check(e)
 		}

@@ -1,0 +1,240 @@
+package integration
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	jail "github.com/jailrt/jail"
+	"github.com/jailrt/jail/server"
+)
+
+// selfSigned writes a certificate for 127.0.0.1 and its key into dir and
+// returns their paths and a pool that trusts it.
+func selfSigned(t *testing.T, dir string) (cert, key string, pool *x509.CertPool) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "jail serve test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	require.NoError(t, err)
+	kb, err := x509.MarshalECPrivateKey(k)
+	require.NoError(t, err)
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
+	require.NoError(t, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
+	c, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool = x509.NewCertPool()
+	pool.AddCert(c)
+	return cert, key, pool
+}
+
+// freePort is a TCP port of 127.0.0.1 nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// newToken makes a token with `jail serve token`, added to file.
+func newToken(t *testing.T, file, tenant, scopes string) string {
+	t.Helper()
+	out, err := exec.Command(jailBin, "serve", "token", "--tenant", tenant, "--scope", scopes, "--tokens", file).Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// TestServeTCP: over TCP, jail serve needs TLS and a bearer token; a
+// token's tenant has its own sessions, its scopes, and the policy's bind
+// roots and quotas; no jail's allow-list may open the server's port.
+func TestServeTCP(t *testing.T) {
+	requireRoot(t)
+	dir := openDir(t)
+	cert, key, pool := selfSigned(t, dir)
+	tokens := filepath.Join(dir, "tokens.yaml")
+	ci := newToken(t, tokens, "ci", "run,sessions")
+	viewer := newToken(t, tokens, "viewer", "metrics")
+	b, err := os.ReadFile(tokens)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), ci, "the file holds the hash, not the token")
+	fi, err := os.Stat(tokens)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	roots := filepath.Join(dir, "roots")
+	data := filepath.Join(roots, "data")
+	require.NoError(t, os.MkdirAll(data, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(data, "in.txt"), []byte("bound\n"), 0o644))
+	require.NoError(t, os.Symlink("/etc", filepath.Join(data, "escape")))
+	policy := filepath.Join(dir, "tenants.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte(`
+tenants:
+  ci:
+    bind_roots: [{path: `+roots+`}]
+    quotas: {sessions: 1, memory_max_bytes: 134217728}
+`), 0o644))
+
+	port := strconv.Itoa(freePort(t))
+	s := serve(t, openDir(t), "--listen", "tcp://127.0.0.1:"+port, "--tokens", tokens, "--tls-cert", cert, "--tls-key", key, "--tenants", policy)
+	url := "https://127.0.0.1:" + port
+	tc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: time.Minute}
+	do := func(method, path, body, token string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(method, url+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := tc.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, b
+	}
+
+	// Health needs nothing; everything else a token of the file's.
+	resp, _ := do("GET", "/v1/health", "", "")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, tok := range []string{"", "jail_not-a-token", server.HashToken(ci)} {
+		resp, b := do("GET", "/v1/sessions", "", tok)
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "token %q: %s", tok, b)
+		assert.Equal(t, server.CodeUnauthenticated, apiError(t, b).Code)
+		assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
+	}
+	// No plaintext on the TLS port: the token never crosses in clear.
+	presp, err := http.Get("http://127.0.0.1:" + port + "/v1/health")
+	if err == nil {
+		presp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, presp.StatusCode, "plain HTTP to the TLS listener")
+	}
+
+	resp, b = do("GET", "/v1/info", "", ci)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	var info struct {
+		Tenant map[string]any `json:"tenant"`
+	}
+	require.NoError(t, json.Unmarshal(b, &info))
+	assert.Equal(t, "ci", info.Tenant["name"])
+	assert.Nil(t, info.Tenant["uid"])
+	assert.Equal(t, false, info.Tenant["admin"])
+
+	// A read-only bind under the tenant's root runs; the policy's memory
+	// quota is the jail's limit (an allocation above it is killed).
+	run := func(spec, argv string) (*http.Response, []byte) {
+		return do("POST", "/v1/run", `{"spec": `+spec+`, "argv": `+argv+`}`, ci)
+	}
+	resp, b = run(`{"mounts": [{"type": "ro-bind", "source": "`+data+`", "target": "/data"}]}`, `["/bin/cat", "/data/in.txt"]`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	var res jail.Result
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, "bound\n", res.Stdout, "%s", b)
+	resp, b = run(`{}`, `["/usr/bin/python3", "-c", "x = b'a' * (300 << 20)"]`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, jail.StatusOOMKilled, res.Status, "300 MiB against a 128 MiB quota: %s", b)
+	for _, c := range []struct{ spec, field, msg string }{
+		{`{"mounts": [{"type": "ro-bind", "source": "/etc", "target": "/x"}]}`, "spec.mounts[0].source", "under none"},
+		{`{"mounts": [{"type": "ro-bind", "source": "` + data + `/escape", "target": "/x"}]}`, "spec.mounts[0].source", "resolves to /etc"},
+		{`{"mounts": [{"type": "bind", "source": "` + data + `", "target": "/x"}]}`, "spec.mounts[0].source", "only read-only"},
+		{`{"memory_max_bytes": 1073741824}`, "spec.memory_max_bytes", "quota"},
+		{`{"seccomp": "none"}`, "spec.seccomp", "weaker"},
+		{`{"network": {"mode": "egress", "allow": ["127.0.0.1:` + port + `"]}}`, "spec.network.allow[0]", "no jail may reach the server"},
+	} {
+		resp, b := run(c.spec, `["/bin/true"]`)
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s: %s", c.spec, b)
+		e := apiError(t, b)
+		assert.Equal(t, c.field, e.Field, "%s", b)
+		assert.Contains(t, e.Message, c.msg)
+	}
+
+	// Sessions: the token's own, one at a time (its quota), unseen by
+	// the unix socket's root.
+	resp, b = do("POST", "/v1/sessions", `{"profile": "strict"}`, ci)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", b)
+	var sess jail.SessionInfo
+	require.NoError(t, json.Unmarshal(b, &sess))
+	_, err = os.Stat(filepath.Join(s.state, "tenants", "ci", "sessions"))
+	assert.NoError(t, err, "the token's tenant's state is its own")
+	resp, b = do("POST", "/v1/sessions", `{}`, ci)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", b)
+	assert.Equal(t, server.CodeCapacity, apiError(t, b).Code)
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+	code, _ := s.do(t, "GET", "/v1/sessions/"+sess.ID, "")
+	assert.Equal(t, http.StatusNotFound, code, "root on the socket is another tenant")
+	resp, b = do("POST", "/v1/sessions/"+sess.ID+"/exec", `{"argv": ["/bin/echo", "in"]}`, ci)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	assert.Contains(t, string(b), `"stdout": "in\n"`)
+	resp, b = do("DELETE", "/v1/sessions/"+sess.ID, "", ci)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	resp, b = do("POST", "/v1/sessions", `{}`, ci)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "a removed session frees its place: %s", b)
+	require.NoError(t, json.Unmarshal(b, &sess))
+	resp, _ = do("DELETE", "/v1/sessions/"+sess.ID, "", ci)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// Scopes: ci has no metrics, viewer nothing but.
+	resp, b = do("GET", "/metrics", "", ci)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s", b)
+	resp, b = do("GET", "/metrics", "", viewer)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	assert.Contains(t, string(b), "jail_http_requests_total")
+	resp, _ = do("POST", "/v1/run", `{"argv": ["/bin/true"]}`, viewer)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	resp, _ = do("GET", "/v1/sessions", "", viewer)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+}
+
+// TestServeRefusesUnsafeTCP: serve does not start on TCP without tokens,
+// without TLS, or in plaintext off loopback.
+func TestServeRefusesUnsafeTCP(t *testing.T) {
+	dir := openDir(t)
+	tokens := filepath.Join(dir, "tokens.yaml")
+	newToken(t, tokens, "ci", "run")
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--listen", "tcp://127.0.0.1:1"}, "needs --tokens"},
+		{[]string{"--listen", "tcp://127.0.0.1:1", "--tokens", tokens}, "needs TLS"},
+		{[]string{"--listen", "tcp://0.0.0.0:1", "--tokens", tokens, "--insecure-plaintext"}, "only on a loopback"},
+		{[]string{"--listen", "tcp://localhost:1", "--tokens", tokens, "--insecure-plaintext"}, "IP address"},
+		{[]string{"--listen", "unix:" + filepath.Join(dir, "s"), "--insecure-plaintext"}, "no tcp://"},
+	} {
+		cmd := exec.Command(jailBin, append([]string{"serve", "--state-dir", dir}, c.args...)...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if assert.ErrorAs(t, err, &ee, "%v: %s", c.args, out) {
+			assert.Equal(t, jail.ExitSetupError, ee.ExitCode())
+		}
+		assert.Contains(t, string(out), c.msg)
+		assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(out)), "\n")+1, "one line: %s", out)
+	}
+}

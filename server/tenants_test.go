@@ -1,0 +1,255 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/mounts"
+)
+
+// TestParsePolicy: a policy file is read strictly; each mistake is named.
+func TestParsePolicy(t *testing.T) {
+	p, err := ParsePolicy([]byte(`
+default:
+  quotas: {sessions: 2, execs: 3}
+tenants:
+  "1000":
+    profiles: [strict]
+    spec: false
+  ci:
+    bind_roots: [{path: /srv/data, writable: true}]
+    allow_fields: [network.mode, seccomp]
+    scopes: [run]
+`))
+	require.NoError(t, err)
+	assert.Equal(t, 2, p.policyOf("1001").Quotas.Sessions, "the default")
+	assert.Equal(t, []string{"strict"}, p.policyOf("1000").Profiles)
+	assert.Zero(t, p.policyOf("1000").Quotas.Sessions, "a named tenant does not inherit the default")
+	assert.Equal(t, []string{ScopeRun}, uidTenant(1000, 0, &Policy{Tenants: map[string]TenantPolicy{"1000": {Scopes: []string{ScopeRun}}}}).Scopes)
+	assert.Equal(t, allScopes, uidTenant(1000, 0, p).Scopes)
+	for bad, want := range map[string]string{
+		`tenants: {"1000": {quota: {}}}`:                    `unknown field "quota"`,
+		`tenants: {"Bob": {}}`:                              "tenants.Bob",
+		`tenants: {"01000": {}}`:                            "tenants.01000",
+		`tenants: {a: {scopes: [root]}}`:                    "tenants.a.scopes",
+		`tenants: {a: {profiles: [/etc/x.yaml]}}`:           "tenants.a.profiles",
+		`tenants: {a: {bind_roots: [{path: srv}]}}`:         "tenants.a.bind_roots[0].path",
+		`tenants: {a: {bind_roots: [{path: /}]}}`:           "tenants.a.bind_roots[0].path",
+		`tenants: {a: {bind_roots: [{path: /srv/../etc}]}}`: "tenants.a.bind_roots[0].path",
+		`tenants: {a: {allow_fields: [mounts]}}`:            "tenants.a.allow_fields",
+		`default: {quotas: {sessions: -1}}`:                 "default.quotas.sessions",
+		`tenants: {a: {quotas: {memory_max_bytes: "1G"}}}`:  "memory_max_bytes",
+	} {
+		_, err := ParsePolicy([]byte(bad))
+		if assert.Error(t, err, bad) {
+			assert.Contains(t, err.Error(), want, bad)
+		}
+	}
+}
+
+// TestParseTokens: a token file holds hashes; a lookup finds the tenant
+// of a token, and nothing for any other string.
+func TestParseTokens(t *testing.T) {
+	tok, err := ParseTokens([]byte("tokens:\n- sha256: " + HashToken("s3cret") + "\n  tenant: ci\n  scopes: [run]\n"))
+	require.NoError(t, err)
+	if got := tok.lookup("s3cret"); assert.NotNil(t, got) {
+		assert.Equal(t, "ci", got.Tenant)
+	}
+	assert.Nil(t, tok.lookup("s3cret "))
+	assert.Nil(t, tok.lookup(HashToken("s3cret")), "the hash is not the token")
+	assert.Nil(t, tok.lookup(""))
+	h := HashToken("x")
+	for bad, want := range map[string]string{
+		"tokens: []": "none",
+		"tokens:\n- {sha256: abc, tenant: a, scopes: [run]}":                                                        "tokens[0].sha256",
+		"tokens:\n- {sha256: " + h + ", tenant: A, scopes: [run]}":                                                  "tokens[0].tenant",
+		"tokens:\n- {sha256: " + h + ", tenant: 1000, scopes: [run]}":                                               "tokens[0].tenant",
+		"tokens:\n- {sha256: " + h + ", tenant: a, scopes: []}":                                                     "tokens[0].scopes",
+		"tokens:\n- {sha256: " + h + ", tenant: a, scopes: [all]}":                                                  "tokens[0].scopes",
+		"tokens:\n- {sha256: " + h + ", tenant: a, scopes: [run]}\n- {sha256: " + h + ", tenant: b, scopes: [run]}": "tokens[1].sha256: listed twice",
+		"tokens:\n- {sha256: " + h + ", tenant: a, scopes: [run], admin: true}":                                     `unknown field "admin"`,
+	} {
+		_, err := ParseTokens([]byte(bad))
+		if assert.Error(t, err, bad) {
+			assert.Contains(t, err.Error(), want, bad)
+		}
+	}
+}
+
+// TestBindRoots: a tenant may bind only what resolves under one of its
+// bind roots, read-write only under a writable one; a symlink under a root
+// that leads out of it is refused; the checked path is what is mounted.
+func TestBindRoots(t *testing.T) {
+	base := t.TempDir()
+	ro, rw, out := filepath.Join(base, "ro"), filepath.Join(base, "rw"), filepath.Join(base, "out")
+	for _, d := range []string{ro, rw, out, filepath.Join(ro, "data")} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	require.NoError(t, os.Symlink(out, filepath.Join(ro, "escape")))
+	require.NoError(t, os.Symlink("data", filepath.Join(ro, "inside")))
+	require.NoError(t, os.MkdirAll(ro+"x", 0o755)) // a sibling whose name starts with the root's
+	user := uidTenant(1000, 4242, &Policy{Default: &TenantPolicy{BindRoots: []BindRoot{{Path: ro}, {Path: rw, Writable: true}}}})
+	spec := func(typ mounts.Type, src string) *jail.Spec {
+		return &jail.Spec{Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/t"}, {Type: typ, Source: src, Target: "/x"}}}
+	}
+	for _, c := range []struct {
+		typ      mounts.Type
+		src, got string
+	}{
+		{mounts.ROBind, ro + "/data", ro + "/data"},
+		{mounts.ROBind, ro, ro},
+		{mounts.ROBind, ro + "/inside", ro + "/data"},
+		{mounts.Bind, rw, rw},
+		{mounts.ROBind, rw, rw},
+	} {
+		s := spec(c.typ, c.src)
+		assert.Nil(t, checkSpec(user, s, "spec"), "%s %s", c.typ, c.src)
+		assert.Equal(t, c.got, s.Mounts[1].Source)
+	}
+	for _, c := range []struct {
+		typ       mounts.Type
+		src, want string
+	}{
+		{mounts.ROBind, out, "under none"},
+		{mounts.ROBind, ro + "/escape", "resolves to " + out},
+		{mounts.ROBind, ro + "/data/../../out", "under none"},
+		{mounts.ROBind, ro + "x", "under none"},
+		{mounts.ROBind, "/etc", "under none"},
+		{mounts.Bind, ro + "/data", "only read-only binds"},
+		{mounts.ROBind, ro + "/nothing", "does not exist"},
+		{mounts.ROBind, "data", "absolute"},
+	} {
+		e := checkSpec(user, spec(c.typ, c.src), "spec")
+		if assert.NotNil(t, e, "%s %s", c.typ, c.src) {
+			assert.Equal(t, CodeForbidden, e.Code)
+			assert.Equal(t, "spec.mounts[1].source", e.Field)
+			assert.Contains(t, e.Message, c.want)
+		}
+	}
+	e := checkSpec(uidTenant(1000, 4242, nil), spec(mounts.ROBind, ro), "spec")
+	if assert.NotNil(t, e) {
+		assert.Contains(t, e.Message, "no bind_roots")
+	}
+}
+
+// TestTenantPolicy: allow_fields lets exactly the named fields through;
+// profiles bound what may be named, spec: false a whole spec; the memory
+// and workspace quotas bound and fill in.
+func TestTenantPolicy(t *testing.T) {
+	pol := &Policy{Tenants: map[string]TenantPolicy{
+		"1000": {AllowFields: []string{"seccomp", "workspace.type"}, Quotas: Quotas{MemoryMaxBytes: 256 << 20, WorkspaceBytes: 32 << 20}},
+		"1001": {Profiles: []string{"default"}, Spec: new(false)},
+	}}
+	a, b := uidTenant(1000, 4242, pol), uidTenant(1001, 4242, pol)
+	s := jail.Spec{Seccomp: "none"}
+	assert.Nil(t, checkSpec(a, &s, "spec"))
+	assert.Equal(t, int64(256<<20), s.MemoryMaxBytes, "the quota fills an unset limit")
+	e := checkSpec(a, &jail.Spec{Landlock: jail.LandlockOff}, "spec")
+	if assert.NotNil(t, e) {
+		assert.Equal(t, "spec.landlock", e.Field)
+	}
+	e = checkSpec(a, &jail.Spec{MemoryMaxBytes: 1 << 30}, "spec")
+	if assert.NotNil(t, e) {
+		assert.Equal(t, "spec.memory_max_bytes", e.Field)
+		assert.Contains(t, e.Message, "quota")
+	}
+	w := jail.Workspace{}
+	assert.Nil(t, checkWorkspace(a, &w))
+	assert.Equal(t, int64(32<<20), w.SizeBytes)
+	assert.Nil(t, checkWorkspace(a, &jail.Workspace{Type: jail.WorkspaceDir, SizeBytes: 1 << 20}), "allowed")
+	e = checkWorkspace(a, &jail.Workspace{SizeBytes: 64 << 20})
+	if assert.NotNil(t, e) {
+		assert.Equal(t, "workspace.size_bytes", e.Field)
+	}
+
+	_, e = specOf(b, "strict", nil)
+	if assert.NotNil(t, e) {
+		assert.Equal(t, CodeForbidden, e.Code)
+		assert.Equal(t, "profile", e.Field)
+	}
+	_, e = specOf(b, "", &jail.Spec{})
+	if assert.NotNil(t, e) {
+		assert.Equal(t, "spec", e.Field)
+	}
+	_, e = specOf(b, "", nil)
+	assert.Nil(t, e, "the tenant's first profile is its default")
+	_, e = specOf(b, "/etc/jail/x.yaml", nil)
+	if assert.NotNil(t, e) {
+		assert.Equal(t, CodeBadRequest, e.Code)
+	}
+}
+
+// TestTokenAuth: over TCP, a request without a token, or with another,
+// is 401; a token's scopes bound its routes (403); a token's tenant has
+// its own sessions; health needs nothing.
+func TestTokenAuth(t *testing.T) {
+	tokens, err := ParseTokens([]byte("tokens:\n- {sha256: " + HashToken("tok-a") + ", tenant: alpha, scopes: [sessions]}\n"))
+	require.NoError(t, err)
+	s, err := New(Config{StateDir: t.TempDir(), Ready: true, Tokens: tokens})
+	require.NoError(t, err)
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	get := func(path, token string) (int, string) {
+		req, _ := http.NewRequest("GET", ts.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var sb strings.Builder
+		_, _ = io.Copy(&sb, resp.Body)
+		return resp.StatusCode, sb.String()
+	}
+	code, _ := get("/v1/health", "")
+	assert.Equal(t, http.StatusOK, code)
+	for _, tok := range []string{"", "tok-b", HashToken("tok-a")} {
+		code, b := get("/v1/sessions", tok)
+		assert.Equal(t, http.StatusUnauthorized, code, "token %q", tok)
+		assert.Contains(t, b, CodeUnauthenticated)
+	}
+	code, b := get("/v1/sessions", "tok-a")
+	assert.Equal(t, http.StatusOK, code, b)
+	code, b = get("/v1/info", "tok-a")
+	assert.Equal(t, http.StatusOK, code, b)
+	assert.Contains(t, b, `"name": "alpha"`)
+	code, b = get("/metrics", "tok-a")
+	assert.Equal(t, http.StatusForbidden, code, "no metrics scope: %s", b)
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/run", strings.NewReader(`{"argv":["true"]}`))
+	req.Header.Set("Authorization", "Bearer tok-a")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "no run scope")
+}
+
+// TestCheckReach: with the server on a TCP port, no allow entry may open
+// this host's addresses on that port, whoever asks.
+func TestCheckReach(t *testing.T) {
+	s, err := New(Config{StateDir: t.TempDir(), TCPPorts: []uint16{8443}})
+	require.NoError(t, err)
+	egress := func(allow ...string) *jail.Spec {
+		return &jail.Spec{Network: jail.Network{Mode: jail.NetworkEgress, Allow: allow}}
+	}
+	for _, bad := range []string{"127.0.0.1:8443", "127.0.0.1", "127.0.0.0/8:8000-9000", "tcp/127.0.0.1:8443"} {
+		e := s.checkReach(egress("10.1.2.3:80", bad), "spec")
+		if assert.NotNil(t, e, bad) {
+			assert.Equal(t, CodeForbidden, e.Code)
+			assert.Equal(t, "spec.network.allow[1]", e.Field)
+		}
+	}
+	for _, ok := range []string{"127.0.0.1:8080", "udp/127.0.0.1:8443", "10.1.2.3:8443", "example.invalid:8443"} {
+		assert.Nil(t, s.checkReach(egress(ok), "spec"), ok)
+	}
+	s.cfg.TCPPorts = nil
+	assert.Nil(t, s.checkReach(egress("127.0.0.1:8443"), "spec"), "no TCP listener")
+}
