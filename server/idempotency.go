@@ -153,6 +153,7 @@ func (s *Server) idempotent(w *statusRecorder, r *http.Request, t Tenant, h func
 	}
 	ctype := tee.Header().Get("Content-Type")
 	keep := tee.status < 500 && !tee.overflow && !strings.HasPrefix(ctype, "application/x-ndjson") &&
+		!strings.HasPrefix(ctype, "text/event-stream") &&
 		!(tee.status == http.StatusConflict && strings.Contains(tee.buf.String(), `"`+CodeBusy+`"`))
 	s.idem.finish(k, tee.status, ctype, tee.buf.Bytes(), keep)
 	return ae

@@ -1,6 +1,8 @@
 // Package server is `jail serve`: jail's HTTP API for runs, sessions, their
-// commands (waited for, or streamed as NDJSON events) and their files, over
-// a unix socket whose peers are told apart by their uid (SO_PEERCRED).
+// commands (waited for, streamed as NDJSON or SSE events, or in the
+// background with replay, stdin and signals: execs.go) and their files,
+// over a unix socket whose peers are told apart by their uid (SO_PEERCRED),
+// or over TCP with bearer tokens (tenants.go).
 //
 // Each tenant (peer uid) has its own sessions, snapshots and workspaces, in
 // a directory of its own under Config.StateDir: another tenant's session is
@@ -34,7 +36,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/profiles"
@@ -93,6 +94,7 @@ type Server struct {
 	creating map[string]int // sessions being made, per tenant (their quota)
 	m        *metrics
 	idem     *idempotency
+	execs    execs
 }
 
 // New makes a Server.
@@ -219,6 +221,7 @@ func (s *Server) routes() []routeEntry {
 		{"GET /v1/ready", "", s.ready},
 		{"GET /v1/info", "", s.info},
 		{"POST /v1/run", ScopeRun, s.run},
+		{"POST /v1/runs:batch", ScopeRun, s.runBatch},
 		{"POST /v1/sessions", ScopeSessions, s.createSession},
 		{"GET /v1/sessions", ScopeSessions, s.listSessions},
 		{"GET /v1/sessions/{id}", ScopeSessions, s.getSession},
@@ -230,6 +233,11 @@ func (s *Server) routes() []routeEntry {
 		{"DELETE /v1/snapshots/{sid}", ScopeSessions, s.deleteSnapshot},
 		{"GET /v1/snapshots/{sid}/export", ScopeSessions, s.exportSnapshot},
 		{"POST /v1/sessions/{id}/exec", ScopeSessions, s.exec},
+		{"GET /v1/sessions/{id}/exec", ScopeSessions, s.listExecs},
+		{"GET /v1/sessions/{id}/exec/{eid}", ScopeSessions, s.getExec},
+		{"GET /v1/sessions/{id}/exec/{eid}/events", ScopeSessions, s.execEvents},
+		{"POST /v1/sessions/{id}/exec/{eid}/stdin", ScopeSessions, s.execStdin},
+		{"POST /v1/sessions/{id}/exec/{eid}/signal", ScopeSessions, s.execSignal},
 		{"PUT /v1/sessions/{id}/files/{path...}", ScopeSessions, s.putFile},
 		{"GET /v1/sessions/{id}/files/{path...}", ScopeSessions, s.getFile},
 		{"HEAD /v1/sessions/{id}/files/{path...}", ScopeSessions, s.statFile},
@@ -476,48 +484,123 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
 		return e
 	}
-	spec, e := specOf(t, req.Profile, req.Spec)
+	c, e := s.prepareRun(r.Context(), t, &req, "")
 	if e != nil {
 		return e
-	}
-	if e := checkSpec(t, &spec, "spec"); e != nil {
-		return e
-	}
-	if e := s.checkReach(&spec, "spec"); e != nil {
-		return e
-	}
-	argv, e := req.args()
-	if e != nil {
-		return e
-	}
-	stdin, e := req.stdin()
-	if e != nil {
-		return e
-	}
-	if req.Timeout != 0 {
-		spec.Timeout = req.Timeout
 	}
 	release, e := s.acquire(t)
 	if e != nil {
 		return e
 	}
 	defer release()
-	// The request's context: a client that goes away ends the run.
-	c := jail.Command(r.Context(), spec, argv[0], argv[1:]...)
-	c.Stdin, c.Capture, c.HelperPath, c.Logger = stdin, true, s.cfg.HelperPath, s.cfg.Logger
-	return s.finish(w, r, "run", c, nil)
+	res, e := s.runCmd("run", c)
+	if e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
 }
 
-// finish runs c (started already when ev is not nil: a stream) and answers
-// with its Result, or with the error that kept it from running.
-func (s *Server) finish(w http.ResponseWriter, r *http.Request, kind string, c *jail.Cmd, ev *events) *Error {
-	t0 := time.Now()
-	var err error
-	if ev == nil {
-		err = c.Run()
-	} else {
-		err = c.Wait()
+// prepareRun checks a run request and makes its Cmd, with ctx: a client
+// that goes away ends the run. at prefixes the fields it names.
+func (s *Server) prepareRun(ctx context.Context, t Tenant, req *RunRequest, at string) (*jail.Cmd, *Error) {
+	prefix := func(e *Error) *Error {
+		if e != nil && at != "" && e.Field != "" {
+			e.Field = at + "." + e.Field
+		}
+		return e
 	}
+	spec, e := specOf(t, req.Profile, req.Spec)
+	if e != nil {
+		return nil, prefix(e)
+	}
+	if e := checkSpec(t, &spec, "spec"); e != nil {
+		return nil, prefix(e)
+	}
+	if e := s.checkReach(&spec, "spec"); e != nil {
+		return nil, prefix(e)
+	}
+	argv, e := req.args()
+	if e != nil {
+		return nil, prefix(e)
+	}
+	stdin, e := req.stdin()
+	if e != nil {
+		return nil, prefix(e)
+	}
+	if req.Timeout != 0 {
+		spec.Timeout = req.Timeout
+	}
+	c := jail.Command(ctx, spec, argv[0], argv[1:]...)
+	c.Stdin, c.Capture, c.HelperPath, c.Logger = stdin, true, s.cfg.HelperPath, s.cfg.Logger
+	return c, nil
+}
+
+// BatchRequest is the body of POST /v1/runs:batch.
+type BatchRequest struct {
+	Runs []RunRequest `json:"runs"`
+}
+
+// BatchEntry is one run of a batch: its Result, or its Error.
+type BatchEntry struct {
+	Result *jail.Result `json:"result,omitempty"`
+	Error  *Error       `json:"error,omitempty"`
+}
+
+// MaxBatch bounds the runs of one batch.
+const MaxBatch = 256
+
+// runBatch serves POST /v1/runs:batch: each run as POST /v1/run would do
+// it, several at once (up to half the tenant's runs under way, at least
+// one), and one entry per run in order, its result or its error. A run
+// that finds no free slot of the tenant's is an entry with CAPACITY.
+func (s *Server) runBatch(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	var req BatchRequest
+	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
+		return e
+	}
+	if len(req.Runs) == 0 || len(req.Runs) > MaxBatch {
+		return apiErr(CodeBadRequest, "runs", "%d runs: want 1 to %d", len(req.Runs), MaxBatch)
+	}
+	cmds := make([]*jail.Cmd, len(req.Runs))
+	for i := range req.Runs {
+		c, e := s.prepareRun(r.Context(), t, &req.Runs[i], "runs["+strconv.Itoa(i)+"]")
+		if e != nil {
+			return e // nothing has run: the whole batch is refused, naming the run
+		}
+		cmds[i] = c
+	}
+	limit := s.cfg.MaxRuns
+	if q := t.Policy.Quotas.Execs; q > 0 {
+		limit = q
+	}
+	out := make([]BatchEntry, len(cmds))
+	sem := make(chan struct{}, max(1, limit/2))
+	var wg sync.WaitGroup
+	for i, c := range cmds {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			release, e := s.acquire(t)
+			if e != nil {
+				out[i].Error = e
+				return
+			}
+			defer release()
+			out[i].Result, out[i].Error = s.runCmd("run", c)
+		}()
+	}
+	wg.Wait()
+	writeJSON(w, http.StatusOK, map[string]any{"runs": out})
+	return nil
+}
+
+// runCmd runs c and returns its Result, or the error that kept it from
+// running.
+func (s *Server) runCmd(kind string, c *jail.Cmd) (*jail.Result, *Error) {
+	t0 := time.Now()
+	err := c.Run()
 	s.m.duration.observe(time.Since(t0).Seconds(), kind)
 	var ie *jail.InitError
 	if errors.As(err, &ie) && ie.Step == "execve" && c.Result != nil {
@@ -527,20 +610,10 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, kind string, c *
 	}
 	if err != nil {
 		s.m.results.inc(kind, "error")
-		e := asAPIError(err, "spec")
-		if ev != nil {
-			ev.send(map[string]any{"event": "error", "error": e})
-			return nil
-		}
-		return e
+		return nil, asAPIError(err, "spec")
 	}
 	s.m.results.inc(kind, string(c.Result.Status))
-	if ev != nil {
-		ev.send(map[string]any{"event": "exit", "result": c.Result})
-		return nil
-	}
-	writeJSON(w, http.StatusOK, c.Result)
-	return nil
+	return c.Result, nil
 }
 
 // SessionRequest is the body of POST /v1/sessions.
@@ -843,67 +916,6 @@ func (s *Server) exportSnapshot(w http.ResponseWriter, r *http.Request, t Tenant
 	return nil
 }
 
-// ExecRequest is the body of POST /v1/sessions/{id}/exec: a Command, and
-// the environment and working directory (the session's by default).
-type ExecRequest struct {
-	Command
-	Env []string `json:"env,omitempty"`
-	Cwd string   `json:"cwd,omitempty"`
-}
-
-func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
-	var req ExecRequest
-	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
-		return e
-	}
-	argv, e := req.args()
-	if e != nil {
-		return e
-	}
-	stdin, e := req.stdin()
-	if e != nil {
-		return e
-	}
-	for i, kv := range req.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return apiErr(CodeBadRequest, "env["+strconv.Itoa(i)+"]", "env entry %q: want KEY=VALUE", kv)
-		}
-	}
-	sess, e := s.session(r, t)
-	if e != nil {
-		return e
-	}
-	release, e := s.acquire(t)
-	if e != nil {
-		return e
-	}
-	defer release()
-	c := sess.Command(r.Context(), argv[0], argv[1:]...)
-	c.Stdin, c.Capture, c.Logger = stdin, true, s.cfg.Logger
-	if len(req.Env) > 0 {
-		c.Spec.Env = mergeEnv(c.Spec.Env, req.Env)
-	}
-	if req.Cwd != "" {
-		c.Spec.Cwd = req.Cwd
-	}
-	if req.Timeout != 0 {
-		c.Spec.Timeout = req.Timeout
-	}
-	if !wantsStream(r) {
-		return s.finish(w, r, "exec", c, nil)
-	}
-	ev := newEvents(w)
-	c.Stdout, c.Stderr = ev.output("stdout"), ev.output("stderr")
-	if err := c.Start(); err != nil {
-		s.m.results.inc("exec", "error")
-		return asAPIError(err, "spec") // nothing is written yet: an error answer
-	}
-	ev.begin()
-	ev.send(map[string]any{"event": "start"})
-	defer ev.stop()
-	return s.finish(w, r, "exec", c, ev)
-}
-
 // mergeEnv sets each KEY=VALUE of set in base, replacing base's KEY.
 func mergeEnv(base, set []string) []string {
 	out := append([]string{}, base...)
@@ -920,96 +932,6 @@ func mergeEnv(base, set []string) []string {
 		}
 	}
 	return out
-}
-
-// wantsStream: the client asked for NDJSON events.
-func wantsStream(r *http.Request) bool {
-	return strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
-}
-
-// events writes an exec's stream: one JSON object per line, each with its
-// sequence number, flushed at once; keepalives while it is quiet.
-type events struct {
-	mu   sync.Mutex
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	seq  int
-	done chan struct{}
-	err  error // the first write error: the client is gone
-}
-
-func newEvents(w http.ResponseWriter) *events {
-	return &events{w: w, rc: http.NewResponseController(w), done: make(chan struct{})}
-}
-
-// begin sends the answer's header and starts the keepalives.
-func (e *events) begin() {
-	e.w.Header().Set("Content-Type", "application/x-ndjson")
-	e.w.Header().Set("Cache-Control", "no-store")
-	e.w.WriteHeader(http.StatusOK)
-	go func() {
-		tk := time.NewTicker(KeepaliveInterval)
-		defer tk.Stop()
-		for {
-			select {
-			case <-e.done:
-				return
-			case <-tk.C:
-				e.send(map[string]any{"event": "keepalive"})
-			}
-		}
-	}()
-}
-
-func (e *events) stop() { close(e.done) }
-
-// send writes one event; after a write error it writes nothing more.
-func (e *events) send(ev map[string]any) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.err != nil {
-		return
-	}
-	e.seq++
-	ev["seq"] = e.seq
-	b, err := jsonLine(ev)
-	if err != nil {
-		e.err = err
-		return
-	}
-	_ = e.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := e.w.Write(b); err != nil {
-		e.err = err
-		return
-	}
-	e.err = e.rc.Flush()
-}
-
-// output is the writer of one of the workload's streams: each write is an
-// event, its data as text when it is UTF-8, else base64.
-//
-// An event carries at most maxEventData bytes (split where a UTF-8
-// character starts), so that a client reading lines needs no more than a
-// small buffer.
-func (e *events) output(stream string) io.Writer {
-	return writerFunc(func(p []byte) (int, error) {
-		for rest := p; len(rest) > 0; {
-			n := min(len(rest), maxEventData)
-			for back := 0; n < len(rest) && back < utf8.UTFMax && n > 1 && !utf8.RuneStart(rest[n]); back++ {
-				n--
-			}
-			chunk := rest[:n]
-			rest = rest[n:]
-			ev := map[string]any{"event": stream}
-			if utf8.Valid(chunk) {
-				ev["data"] = string(chunk)
-			} else {
-				ev["data"], ev["encoding"] = base64.StdEncoding.EncodeToString(chunk), "base64"
-			}
-			e.send(ev)
-		}
-		return len(p), nil // a client that went away does not stop the workload's output: the request's end does
-	})
 }
 
 // maxEventData bounds the output one event carries.

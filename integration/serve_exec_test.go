@@ -1,0 +1,225 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail/server"
+)
+
+// events GETs path (an exec's events) and returns them, or, with each not
+// nil, calls it for each until it returns false.
+func (s *served) events(t *testing.T, ctx context.Context, path string, each func(map[string]any) bool) []map[string]any {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://jail"+path, nil)
+	require.NoError(t, err)
+	resp, err := s.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
+	var out []map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var e map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &e), "%s", sc.Bytes())
+		out = append(out, e)
+		if each != nil && !each(e) {
+			return out
+		}
+	}
+	return out
+}
+
+// execInfo GETs an exec's document.
+func (s *served) execInfo(t *testing.T, session, id string) server.ExecInfo {
+	t.Helper()
+	code, b := s.do(t, "GET", "/v1/sessions/"+session+"/exec/"+id, "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	var in server.ExecInfo
+	require.NoError(t, json.Unmarshal(b, &in))
+	return in
+}
+
+// background starts a background exec and returns its document.
+func (s *served) background(t *testing.T, session, body string) server.ExecInfo {
+	t.Helper()
+	code, b := s.do(t, "POST", "/v1/sessions/"+session+"/exec", body)
+	require.Equal(t, http.StatusAccepted, code, "%s", b)
+	var in server.ExecInfo
+	require.NoError(t, json.Unmarshal(b, &in))
+	require.NotEmpty(t, in.ID)
+	return in
+}
+
+// TestServeExecs: background execs, their events replayed from a
+// sequence number (NDJSON and SSE), their stdin, their signals; a detached
+// exec outlives its client.
+func TestServeExecs(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	code, b := s.do(t, "POST", "/v1/sessions", `{"id": "bg"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	ctx := context.Background()
+
+	// Stdin: written by a later request, closed with eof.
+	x := s.background(t, "bg", `{"shell": "echo one; echo two >&2; read a; read b; echo got $a $b; exit 4", "background": true, "stdin": "first\n", "stdin_open": true}`)
+	assert.Equal(t, server.ExecRunning, x.State)
+	assert.True(t, x.Stdin)
+	code, b = s.do(t, "POST", "/v1/sessions/bg/exec/"+x.ID+"/stdin?eof=1", "second\n")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.JSONEq(t, `{"bytes": 7, "eof": true}`, string(b))
+	evs := s.events(t, ctx, "/v1/sessions/bg/exec/"+x.ID+"/events", nil)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, "start", evs[0]["event"])
+	assert.Equal(t, x.ID, evs[0]["exec"])
+	last := evs[len(evs)-1]
+	require.Equal(t, "exit", last["event"], "%v", evs)
+	res := last["result"].(map[string]any)
+	assert.Equal(t, float64(4), res["exit_code"])
+	assert.Equal(t, "one\ngot first second\n", res["stdout"])
+	for i, e := range evs {
+		assert.Equal(t, float64(i+1), e["seq"], "events are numbered from 1 without a gap")
+	}
+	// A replay from a sequence number starts there.
+	replay := s.events(t, ctx, "/v1/sessions/bg/exec/"+x.ID+"/events?from=3", nil)
+	require.NotEmpty(t, replay)
+	assert.Equal(t, float64(3), replay[0]["seq"])
+	assert.Equal(t, evs[len(evs)-1], replay[len(replay)-1])
+	in := s.execInfo(t, "bg", x.ID)
+	assert.Equal(t, server.ExecExited, in.State)
+	require.NotNil(t, in.Result)
+	assert.Equal(t, 4, in.Result.ExitCode)
+	assert.False(t, in.Stdin)
+	code, b = s.do(t, "POST", "/v1/sessions/bg/exec/"+x.ID+"/stdin", "late")
+	assert.Equal(t, http.StatusConflict, code, "%s", b)
+	assert.Equal(t, server.CodeNotRunning, apiError(t, b).Code)
+
+	// SSE, resumed after Last-Event-ID.
+	req, _ := http.NewRequest("GET", "http://jail/v1/sessions/bg/exec/"+x.ID+"/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", "1")
+	resp, err := s.client.Do(req)
+	require.NoError(t, err)
+	sb := new(strings.Builder)
+	_, _ = bufio.NewReader(resp.Body).WriteTo(sb)
+	resp.Body.Close()
+	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	assert.True(t, strings.HasPrefix(sb.String(), "id: 2\nevent: "), "%s", sb)
+	assert.Contains(t, sb.String(), "\nevent: exit\ndata: {")
+	assert.True(t, strings.HasSuffix(sb.String(), "}\n\n"), "each event ends with an empty line")
+
+	// Output beyond what is kept: a replay from 1 says what was lost.
+	big := s.background(t, "bg", `{"shell": "head -c 3000000 /dev/zero | od -v | head -c 4000000; echo end", "background": true}`)
+	require.Eventually(t, func() bool { return s.execInfo(t, "bg", big.ID).State == server.ExecExited }, time.Minute, 50*time.Millisecond)
+	in = s.execInfo(t, "bg", big.ID)
+	assert.Greater(t, in.FirstSeq, 1, "the oldest events were dropped")
+	evs = s.events(t, ctx, "/v1/sessions/bg/exec/"+big.ID+"/events?from=1", nil)
+	assert.Equal(t, map[string]any{"event": "lost", "from": float64(1), "to": float64(in.FirstSeq - 1)}, evs[0])
+	assert.Equal(t, float64(in.FirstSeq), evs[1]["seq"])
+	assert.Equal(t, "exit", evs[len(evs)-1]["event"])
+	kept := 0
+	for _, e := range evs {
+		if d, ok := e["data"].(string); ok {
+			kept += len(d)
+		}
+	}
+	assert.LessOrEqual(t, kept, 256<<10+32<<10, "an ended exec keeps about 256 KiB")
+	assert.Equal(t, int64(4000004), in.Result.StdoutBytes, "the result counts every byte")
+
+	// A signal reaches the command's process group.
+	sig := s.background(t, "bg", `{"shell": "trap 'echo term; exit 7' TERM; echo ready; while :; do sleep 0.1; done", "background": true}`)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	s.events(t, rctx, "/v1/sessions/bg/exec/"+sig.ID+"/events", func(e map[string]any) bool { return e["data"] != "ready\n" })
+	cancel()
+	code, b = s.do(t, "POST", "/v1/sessions/bg/exec/"+sig.ID+"/signal", `{"signal": "STOP"}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "signal", apiError(t, b).Field)
+	code, b = s.do(t, "POST", "/v1/sessions/bg/exec/"+sig.ID+"/signal", `{"signal": "SIGTERM"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.Eventually(t, func() bool { return s.execInfo(t, "bg", sig.ID).State == server.ExecExited }, 30*time.Second, 20*time.Millisecond)
+	in = s.execInfo(t, "bg", sig.ID)
+	assert.Equal(t, 7, in.Result.ExitCode)
+	assert.Equal(t, "ready\nterm\n", in.Result.Stdout)
+	code, b = s.do(t, "POST", "/v1/sessions/bg/exec/"+sig.ID+"/signal", `{"signal": "TERM"}`)
+	assert.Equal(t, http.StatusConflict, code, "an ended exec: %s", b)
+
+	// Detached: its client goes, it runs on.
+	dctx, dcancel := context.WithCancel(ctx)
+	var id string
+	s.stream(t, "/v1/sessions/bg/exec", `{"shell": "sleep 0.5; echo done > /workspace/detached", "detach": true}`, func(e map[string]any) bool {
+		id, _ = e["exec"].(string)
+		dcancel()
+		return false
+	}, dctx)
+	require.NotEmpty(t, id)
+	require.Eventually(t, func() bool { return s.execInfo(t, "bg", id).State == server.ExecExited }, 30*time.Second, 20*time.Millisecond)
+	_, b = s.do(t, "GET", "/v1/sessions/bg/files/workspace/detached", "")
+	assert.Equal(t, "done\n", string(b), "the detached command finished")
+
+	// The session's execs; nobody else's.
+	code, b = s.do(t, "GET", "/v1/sessions/bg/exec", "")
+	require.Equal(t, http.StatusOK, code)
+	for _, want := range []string{x.ID, big.ID, sig.ID, id} {
+		assert.Contains(t, string(b), want)
+	}
+	code, b = s.do(t, "GET", "/v1/sessions/bg/exec/xnothing", "")
+	assert.Equal(t, http.StatusNotFound, code, "%s", b)
+	code, b = s.asUser(t, "GET", "/v1/sessions/bg/exec/"+x.ID, "")
+	assert.Equal(t, http.StatusNotFound, code, "another tenant's: %s", b)
+	code, b = s.do(t, "POST", "/v1/sessions/bg/exec", `{"argv": ["true"], "background": true, "detach": true}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "detach", apiError(t, b).Field)
+	nostdin := s.background(t, "bg", `{"argv": ["sleep", "5"], "background": true}`)
+	code, b = s.do(t, "POST", "/v1/sessions/bg/exec/"+nostdin.ID+"/stdin", "x")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "stdin", apiError(t, b).Field)
+	code, _ = s.do(t, "POST", "/v1/sessions/bg/exec/"+nostdin.ID+"/signal", `{"signal": "KILL"}`)
+	assert.Equal(t, http.StatusOK, code)
+	require.Eventually(t, func() bool { return s.execInfo(t, "bg", nostdin.ID).State == server.ExecExited }, 30*time.Second, 20*time.Millisecond)
+	assert.Equal(t, "signaled", string(s.execInfo(t, "bg", nostdin.ID).Result.Status))
+}
+
+// TestServeBatch: a batch's runs all run, each reported in order; one bad
+// run refuses the batch, naming it.
+func TestServeBatch(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	var runs []string
+	for i := range 6 {
+		runs = append(runs, `{"shell": "echo run`+string(rune('0'+i))+`; exit `+string(rune('0'+i))+`"}`)
+	}
+	code, b := s.do(t, "POST", "/v1/runs:batch", `{"runs": [`+strings.Join(runs, ",")+`]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	var ans struct {
+		Runs []struct {
+			Result *struct {
+				ExitCode int    `json:"exit_code"`
+				Stdout   string `json:"stdout"`
+			} `json:"result"`
+			Error *server.Error `json:"error"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal(b, &ans))
+	require.Len(t, ans.Runs, 6)
+	for i, r := range ans.Runs {
+		require.NotNil(t, r.Result, "run %d: %+v", i, r.Error)
+		assert.Equal(t, i, r.Result.ExitCode)
+		assert.Equal(t, "run"+string(rune('0'+i))+"\n", r.Result.Stdout)
+	}
+	code, b = s.do(t, "POST", "/v1/runs:batch", `{"runs": [{"argv": ["true"]}, {"argv": []}]}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "runs[1].argv", apiError(t, b).Field)
+	code, b = s.do(t, "POST", "/v1/runs:batch", `{"runs": []}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Equal(t, "runs", apiError(t, b).Field)
+}
