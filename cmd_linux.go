@@ -175,6 +175,9 @@ func (c *Cmd) runSteps(steps []hostStep) error {
 // returns a *SpecError (ErrInvalidSpec), a *FeatureError (ErrNotSupported)
 // or an *InitError, and then Result says the same.
 func (c *Cmd) Start() error {
+	if c.prepared && !c.released {
+		return c.startPrepared()
+	}
 	if c.started {
 		return errors.New("jail: already started")
 	}
@@ -209,7 +212,95 @@ func (c *Cmd) Start() error {
 		{name: "network", do: c.setupUserNetwork, undo: c.closeNetwork},
 		{name: "go", do: c.release},
 	}
+	if c.prepare {
+		steps = steps[:len(steps)-1]
+		if err := c.runSteps(steps); err != nil {
+			return err
+		}
+		c.prepared, c.prepSpec, c.prepSteps = true, c.Spec, steps
+		return nil
+	}
 	return c.runSteps(steps)
+}
+
+// Prepare does Start's work but the release of the workload: the jail is
+// built (namespaces, root, cgroup, network, the seccomp program) and its
+// PID 1 waits. Start then releases the workload with the Cmd's Args and
+// the process fields of its Spec as they are then (env, cwd, timeout,
+// cpu_time, kill_grace); a change of any other field, output_limit_bytes
+// included, is refused with a *SpecError naming it, and the jail is
+// discarded. Stdin, Stdout, Stderr, TTY and Capture are taken by Prepare;
+// the Spec's timeout runs from Start, and the Result's times too. A
+// prepared Cmd that will not be started must be ended with Discard.
+// Cancelling the Cmd's context kills a prepared jail as a started one.
+//
+// It is how a warm pool holds jails ready: the part of a run's cost that
+// does not depend on the command is paid before it is known.
+func (c *Cmd) Prepare() error {
+	if c.session != nil || c.started {
+		return errors.New("jail: only a new Cmd of Command can be prepared")
+	}
+	c.prepare = true
+	return c.Start()
+}
+
+// Discard ends a prepared Cmd that was not started: its PID 1 is killed
+// and what Prepare made (the cgroup, the network) is removed. It does
+// nothing to any other Cmd.
+func (c *Cmd) Discard() {
+	if !c.prepared || c.released {
+		return
+	}
+	c.released = true
+	c.undoPrepared()
+}
+
+// startPrepared releases a prepared jail's workload: its process plan
+// made anew from Args and the Spec's process fields.
+func (c *Cmd) startPrepared() error {
+	spec, err := commandSpec(c.prepSpec, c.Spec)
+	switch {
+	case err != nil:
+	case spec.OutputLimitBytes != c.prepSpec.OutputLimitBytes:
+		err = &SpecError{Field: "output_limit_bytes", Value: strconv.FormatInt(spec.OutputLimitBytes, 10), Err: errors.New("is the prepared jail's: its capture is made")}
+	case spec.CPUTime > 0 && c.cg == nil:
+		err = &SpecError{Field: "cpu_time", Value: time.Duration(spec.CPUTime).String(), Err: errors.New("needs a cgroup, and the prepared jail has none")}
+	case len(c.Args) == 0 || c.Args[0] == "":
+		err = &SpecError{Field: "command", Value: "", Err: errors.New("is empty")}
+	}
+	if err != nil {
+		c.Discard()
+		return c.fail("spec", err)
+	}
+	c.released = true
+	c.Spec = spec
+	p := &c.l.proc
+	p.Argv, p.Env, p.Path = c.Args, spec.env(), spec.searchPath()
+	if spec.Cwd != c.prepSpec.Cwd {
+		p.Cwd = spec.Cwd
+		if p.Cwd == "" {
+			p.Cwd = DefaultCwd
+		}
+	}
+	if t := time.Duration(spec.Timeout); t > 0 {
+		c.mu.Lock()
+		c.timers = append(c.timers, time.AfterFunc(t, func() { c.terminate(StatusTimedOut) }))
+		c.mu.Unlock()
+	}
+	if err := c.runSteps([]hostStep{{name: "go", do: c.release}}); err != nil {
+		c.undoPrepared()
+		return err
+	}
+	return nil
+}
+
+// undoPrepared undoes Prepare's steps, the last first.
+func (c *Cmd) undoPrepared() {
+	for i := len(c.prepSteps) - 1; i >= 0; i-- {
+		if u := c.prepSteps[i].undo; u != nil {
+			u()
+		}
+	}
 }
 
 // setupUserNetwork finishes a user-mode egress jail's network: its rules,
@@ -816,7 +907,8 @@ func (c *Cmd) armKillers() {
 	// A session's Spec.Timeout is each of its commands', not its
 	// creation's: armed here, it killed a session whose creation took
 	// longer (a loaded machine, -race), after Create had returned.
-	if t := time.Duration(c.Spec.Timeout); t > 0 && c.l.plan.Flags&nsexec.FlagSession == 0 {
+	// A prepared jail's runs from its release (startPrepared).
+	if t := time.Duration(c.Spec.Timeout); t > 0 && c.l.plan.Flags&nsexec.FlagSession == 0 && !c.prepare {
 		c.timers = append(c.timers, time.AfterFunc(t, func() { c.terminate(StatusTimedOut) }))
 	}
 	if c.ctx.Done() != nil {

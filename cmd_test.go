@@ -559,3 +559,65 @@ func TestStageExecutable(t *testing.T) {
 		})
 	}
 }
+
+// TestPrepare: a prepared jail waits; Start releases the workload with the
+// Args, env and cwd given then, and its timeout runs from there. A change
+// of a field of the jail is refused and the jail is discarded; Discard
+// leaves nothing.
+func TestPrepare(t *testing.T) {
+	requireJail(t)
+	ctx := context.Background()
+	spec := Spec{MemoryMaxBytes: 64 << 20, Timeout: Duration(300 * time.Millisecond)}
+	gone := func(c *Cmd) (check func()) {
+		pid, paths := c.child.Pid(), c.cg.Paths()
+		require.NotEmpty(t, paths)
+		return func() {
+			t.Helper()
+			_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+			assert.True(t, os.IsNotExist(err), "PID 1 %d is gone", pid)
+			for _, p := range paths {
+				_, err := os.Stat(p)
+				assert.True(t, os.IsNotExist(err), "%s is removed", p)
+			}
+		}
+	}
+
+	c := Command(ctx, spec, "/bin/false")
+	c.Capture = true
+	require.NoError(t, c.Prepare())
+	time.Sleep(500 * time.Millisecond) // longer than the timeout: it has not begun
+	c.Args = []string{"/bin/sh", "-c", "sleep 0.1; echo $GREETING; pwd"}
+	c.Spec.Env = append(append([]string{}, DefaultEnv...), "GREETING=hello")
+	c.Spec.Cwd = "/tmp"
+	check := gone(c)
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait())
+	assert.Equal(t, StatusExited, c.Result.Status)
+	assert.Equal(t, "hello\n/tmp\n", c.Result.Stdout)
+	assert.Less(t, c.Result.WallTimeMS, int64(400), "the wall time counts from the release")
+	check()
+
+	c = Command(ctx, spec, "/bin/sh", "-c", "sleep 5")
+	require.NoError(t, c.Prepare())
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait())
+	assert.Equal(t, StatusTimedOut, c.Result.Status, "the timeout runs from the release")
+
+	c = Command(ctx, spec, "true")
+	require.NoError(t, c.Prepare())
+	check = gone(c)
+	c.Spec.MemoryMaxBytes = 128 << 20
+	err := c.Start()
+	var se *SpecError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "memory_max_bytes", se.Field)
+	assert.Equal(t, StatusSetupError, c.Result.Status)
+	check()
+
+	c = Command(ctx, spec, "true")
+	require.NoError(t, c.Prepare())
+	check = gone(c)
+	c.Discard()
+	check()
+	assert.Error(t, c.Prepare(), "once")
+}

@@ -10,6 +10,12 @@ func (c *Cmd) Start() error { return &FeatureError{Feature: "jail", Reason: "req
 // Wait reports ErrNotSupported.
 func (c *Cmd) Wait() error { return c.Start() }
 
+// Prepare reports ErrNotSupported.
+func (c *Cmd) Prepare() error { return c.Start() }
+
+// Discard does nothing.
+func (c *Cmd) Discard() {}
+
 // Signal reports ErrNotSupported.
 func (c *Cmd) Signal(os.Signal) error { return c.Start() }
 

@@ -126,7 +126,17 @@ type Result struct {
 	// command run in a session ([Session.Command]); absent otherwise.
 	SessionID string `json:"session_id,omitempty"`
 	ExecID    string `json:"exec_id,omitempty"`
+	// Pool says, for a run of jail serve that named a warm pool, whether
+	// it had a member of it (PoolHit) or was a cold start (PoolMiss);
+	// absent otherwise.
+	Pool string `json:"pool,omitempty"`
 }
+
+// Result.Pool's values.
+const (
+	PoolHit  = "hit"
+	PoolMiss = "miss"
+)
 
 // SeccompDenial is one call the seccomp policy refused.
 type SeccompDenial struct {

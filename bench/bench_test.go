@@ -255,8 +255,18 @@ const alternateWarmup = 5
 // the API's p99 and the median of the per-pair ratios api/floor.
 func alternate(b *testing.B, api func() error, fl *floor) {
 	b.Helper()
+	alternateWith(b, nil, api, fl)
+}
+
+// alternateWith is alternate with before, when not nil, called before
+// each call of api, outside the timing.
+func alternateWith(b *testing.B, before, api func() error, fl *floor) {
+	b.Helper()
+	if before == nil {
+		before = func() error { return nil }
+	}
 	for range alternateWarmup {
-		if err := errors.Join(api(), fl.run()); err != nil {
+		if err := errors.Join(before(), api(), fl.run()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -269,6 +279,11 @@ func alternate(b *testing.B, api func() error, fl *floor) {
 		*into = append(*into, float64(time.Since(start))/1e6)
 	}
 	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		if err := before(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 		if i%2 == 0 {
 			timed(api, &apiMS)
 			timed(fl.run, &floorMS)

@@ -175,6 +175,9 @@ type metrics struct {
 	results  *counterVec
 	duration *histogramVec
 	inflight *gauge
+	claims   *counterVec
+	// extra writes more (the pools' gauges).
+	extra func(io.Writer)
 }
 
 func newMetrics() *metrics {
@@ -185,6 +188,7 @@ func newMetrics() *metrics {
 		duration: newHistogramVec("jail_run_duration_seconds", "Wall time of runs and session commands as the server saw them, start to report.",
 			exponentialBuckets(0.002, 2, 14), "kind"),
 		inflight: &gauge{name: "jail_runs_in_flight", help: "Runs and session commands under way."},
+		claims:   newCounterVec("jail_pool_claims_total", "Runs that named a warm pool, by pool and result (hit, miss: a cold start).", "pool", "result"),
 	}
 }
 
@@ -195,6 +199,10 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.results.write(w)
 	m.duration.write(w)
 	m.inflight.write(w)
+	m.claims.write(w)
+	if m.extra != nil {
+		m.extra(w)
+	}
 	fmt.Fprintf(w, "# HELP go_goroutines Number of goroutines that currently exist.\n# TYPE go_goroutines gauge\ngo_goroutines %d\n", runtime.NumGoroutine())
 	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
 		if f := strings.Fields(string(b)); len(f) > 1 {

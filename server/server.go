@@ -79,6 +79,8 @@ type Config struct {
 	// TCPPorts are the TCP ports the server listens on: no jail's egress
 	// allow-list may open this host's addresses on them.
 	TCPPorts []uint16
+	// Pools are the warm pools (--pools); nil: none.
+	Pools *PoolsFile
 	// Tokens are the bearer tokens a client that is not a unix socket's
 	// peer (TCP) must present; nil: such a client is refused (401).
 	Tokens *Tokens
@@ -95,6 +97,7 @@ type Server struct {
 	m        *metrics
 	idem     *idempotency
 	execs    execs
+	pools    *pools
 }
 
 // New makes a Server.
@@ -112,6 +115,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), idem: newIdempotency()}
+	s.m.extra = s.writePoolMetrics
+	if cfg.Pools != nil {
+		if err := s.startPools(cfg.Pools); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -222,6 +231,7 @@ func (s *Server) routes() []routeEntry {
 		{"GET /v1/info", "", s.info},
 		{"POST /v1/run", ScopeRun, s.run},
 		{"POST /v1/runs:batch", ScopeRun, s.runBatch},
+		{"GET /v1/pools", ScopeRun, s.listPools},
 		{"POST /v1/sessions", ScopeSessions, s.createSession},
 		{"GET /v1/sessions", ScopeSessions, s.listSessions},
 		{"GET /v1/sessions/{id}", ScopeSessions, s.getSession},
@@ -448,6 +458,9 @@ type RunRequest struct {
 	// Spec is given); Spec a whole Spec instead.
 	Profile string     `json:"profile,omitempty"`
 	Spec    *jail.Spec `json:"spec,omitempty"`
+	// Pool names a warm pool (GET /v1/pools) to run in: its spec, and a
+	// member built ahead when one is ready.
+	Pool string `json:"pool,omitempty"`
 	Command
 }
 
@@ -484,6 +497,21 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
 		return e
 	}
+	if req.Pool != "" {
+		if req.Profile != "" || req.Spec != nil {
+			return apiErr(CodeBadRequest, "pool", "a run in a pool has the pool's spec: give no profile or spec")
+		}
+		p, spec, e := s.poolFor(t, req.Pool)
+		if e != nil {
+			return e
+		}
+		res, e := s.runPooled(r, t, p, spec, &req)
+		if e != nil {
+			return e
+		}
+		writeJSON(w, http.StatusOK, res)
+		return nil
+	}
 	c, e := s.prepareRun(r.Context(), t, &req, "")
 	if e != nil {
 		return e
@@ -509,6 +537,9 @@ func (s *Server) prepareRun(ctx context.Context, t Tenant, req *RunRequest, at s
 			e.Field = at + "." + e.Field
 		}
 		return e
+	}
+	if req.Pool != "" && at != "" {
+		return nil, prefix(apiErr(CodeBadRequest, "pool", "a batch's runs are cold starts: no pool"))
 	}
 	spec, e := specOf(t, req.Profile, req.Spec)
 	if e != nil {

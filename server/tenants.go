@@ -70,7 +70,10 @@ type TenantPolicy struct {
 	// as the FORBIDDEN answer names them without "spec." (seccomp,
 	// network.mode, ...). Bind mounts are BindRoots' business.
 	AllowFields []string `json:"allow_fields,omitempty"`
-	Quotas      Quotas   `json:"quotas,omitzero"`
+	// Pools the tenant may use whatever their spec (a pool of a profile
+	// is open to every tenant that may name the profile).
+	Pools  []string `json:"pools,omitempty"`
+	Quotas Quotas   `json:"quotas,omitzero"`
 }
 
 // BindRoot is a host directory a tenant may bind mount from.
@@ -138,6 +141,11 @@ func (tp *TenantPolicy) validate(at string) error {
 	for _, f := range tp.AllowFields {
 		if !slices.Contains(privilegedFields, f) {
 			return fmt.Errorf("%s.allow_fields: %q: want one of %s", at, f, strings.Join(privilegedFields, ", "))
+		}
+	}
+	for _, p := range tp.Pools {
+		if !validTenantName(p) {
+			return fmt.Errorf("%s.pools: %q is not a pool's name", at, p)
 		}
 	}
 	q := tp.Quotas

@@ -253,3 +253,30 @@ func TestCheckReach(t *testing.T) {
 	s.cfg.TCPPorts = nil
 	assert.Nil(t, s.checkReach(egress("127.0.0.1:8443"), "spec"), "no TCP listener")
 }
+
+// TestParsePools: a pools file is read strictly, with defaults filled in;
+// each mistake is named.
+func TestParsePools(t *testing.T) {
+	f, err := ParsePools([]byte("pools:\n- {name: py, profile: strict, min_ready: 3}\n- {name: big, spec: {memory_max_bytes: 1048576}, min_ready: 1, max: 1, max_age: 1s}\n"))
+	require.NoError(t, err)
+	require.Len(t, f.Pools, 2)
+	assert.Equal(t, 6, f.Pools[0].Max, "twice min_ready")
+	assert.Equal(t, jail.Duration(DefaultPoolMaxAge), f.Pools[0].MaxAge)
+	assert.Equal(t, 1, f.Pools[1].Max)
+	for bad, want := range map[string]string{
+		"pools: [{name: Py, profile: strict, min_ready: 1}]":                                          "pools[0].name",
+		"pools: [{name: a, profile: strict, min_ready: 1}, {name: a, profile: strict, min_ready: 1}]": "named twice",
+		"pools: [{name: a, min_ready: 1}]":                                                            "profile or spec",
+		"pools: [{name: a, profile: strict, spec: {}, min_ready: 1}]":                                 "profile or spec",
+		"pools: [{name: a, profile: /etc/p.yaml, min_ready: 1}]":                                      "pools[0].profile",
+		"pools: [{name: a, profile: strict, min_ready: 0}]":                                           "pools[0].min_ready",
+		"pools: [{name: a, profile: strict, min_ready: 4, max: 2}]":                                   "pools[0].max",
+		"pools: [{name: a, spec: {memory_max_bytes: -1}, min_ready: 1}]":                              "pools[0].spec",
+		"pools: [{name: a, profile: strict, min_ready: 1, size: 3}]":                                  `unknown field "size"`,
+	} {
+		_, err := ParsePools([]byte(bad))
+		if assert.Error(t, err, bad) {
+			assert.Contains(t, err.Error(), want, bad)
+		}
+	}
+}

@@ -50,12 +50,12 @@ func defaultServeDirs() (socket, state string, err error) {
 
 func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		listens                                                  []string
-		stateDir, logFormat, socketMode, tokensFile, tenantsFile string
-		tlsCert, tlsKey                                          string
-		insecurePlaintext                                        bool
-		maxRuns                                                  int
-		grace                                                    time.Duration
+		listens                                                             []string
+		stateDir, logFormat, socketMode, tokensFile, tenantsFile, poolsFile string
+		tlsCert, tlsKey                                                     string
+		insecurePlaintext                                                   bool
+		maxRuns                                                             int
+		grace                                                               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -98,6 +98,10 @@ default, and sets quotas:
                               # disable_namespaces network.mode network.pool cgroup_parent
                               # seccomp seccomp_policy landlock allow_unenforced workspace.type
       admin: false            # true: every field, as the server's own user
+
+--pools FILE keeps warm pools of jails built ahead (pools: [{name, profile or spec,
+min_ready, max, max_age, replenish_delay}]); a run names one with "pool" and its result
+says "pool": "hit", or "miss" for a cold start when none was ready.
 
 Sessions live in the state directory: they outlive the server, and a new server finds
 them. SIGTERM or SIGINT drains: new work is refused (503), /v1/ready answers 503,
@@ -156,6 +160,15 @@ requests under way get --grace to finish, then the server exits.`,
 					return usageError("--tenants %s: %v", tenantsFile, err)
 				}
 			}
+			if poolsFile != "" {
+				b, err := os.ReadFile(poolsFile)
+				if err != nil {
+					return usageError("--pools: %v", err)
+				}
+				if cfg.Pools, err = server.ParsePools(b); err != nil {
+					return usageError("--pools %s: %v", poolsFile, err)
+				}
+			}
 			var tlsConf *tls.Config
 			if tlsCert != "" || tlsKey != "" {
 				if tlsCert == "" || tlsKey == "" {
@@ -186,6 +199,7 @@ requests under way get --grace to finish, then the server exits.`,
 			if err != nil {
 				return err
 			}
+			defer srv.Close() // the pools' ready members
 			var lns []net.Listener
 			defer func() {
 				for _, ln := range lns {
@@ -243,6 +257,7 @@ requests under way get --grace to finish, then the server exits.`,
 	f.StringVar(&socketMode, "socket-mode", "0660", "the unix socket's permission bits: who may connect (each peer is then its own tenant)")
 	f.StringVar(&tokensFile, "tokens", "", "`FILE` of bearer tokens (by SHA-256) with their tenants and scopes, for TCP clients (jail serve token makes one)")
 	f.StringVar(&tenantsFile, "tenants", "", "`FILE`: the tenants' policy (allowed profiles, bind roots and fields, quotas); see above")
+	f.StringVar(&poolsFile, "pools", "", "`FILE` of warm pools (YAML or JSON): pools: [{name, profile or spec, min_ready, max, max_age, replenish_delay}]; a run names one with \"pool\"")
 	f.StringVar(&tlsCert, "tls-cert", "", "`FILE`: the PEM certificate (chain) of the TCP listeners")
 	f.StringVar(&tlsKey, "tls-key", "", "`FILE`: the PEM private key of --tls-cert")
 	f.BoolVar(&insecurePlaintext, "insecure-plaintext", false, "serve TCP without TLS: only on a loopback address")

@@ -1,0 +1,497 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/profiles"
+)
+
+// Warm pools: jails built ahead, each a prepared run (jail.Cmd.Prepare:
+// namespaces, root, cgroup, network and seccomp program made, PID 1
+// waiting with no workload). A run that names a pool claims one: the
+// request's argv, stdin and timeout are applied and the workload is
+// released, so only the part of a run that depends on the command is
+// paid while the client waits. A member is never used twice. A claim that
+// finds none ready, or a request whose spec would differ from the pool's
+// (a tenant's memory quota), is a miss: a cold run of the same spec,
+// never an error. Every result says which (Result.Pool). Each pool
+// refills in the background, one member at a time per filler, up to its
+// min_ready ready and its max alive (ready and in use), and replaces
+// ready members older than max_age.
+//
+// Members live in the server: its end discards them (Close), and a
+// server killed outright leaves their PID 1s to die with their sync
+// pipes and their cgroups to `jail check --clean`.
+
+// PoolsFile is the file of `jail serve --pools FILE` (YAML or JSON).
+//
+//	pools:
+//	  - name: py
+//	    profile: strict
+//	    min_ready: 4
+//	    max: 16
+//	    max_age: 10m
+type PoolsFile struct {
+	Pools []PoolConfig `json:"pools"`
+}
+
+// PoolConfig is one pool.
+type PoolConfig struct {
+	// Name is what a run names: 1 to 63 of [a-z0-9_.-], starting with a
+	// letter.
+	Name string `json:"name"`
+	// Profile (a built-in one) or Spec is its members' spec. A pool of a
+	// profile may be used by every tenant that may name the profile; one
+	// with a spec only by admins and tenants whose policy lists it.
+	Profile string     `json:"profile,omitempty"`
+	Spec    *jail.Spec `json:"spec,omitempty"`
+	// MinReady members are kept ready (1 to 64).
+	MinReady int `json:"min_ready"`
+	// Max bounds its members at once, ready and in use (default twice
+	// MinReady, at most 256).
+	Max int `json:"max,omitempty"`
+	// MaxAge: a ready member older than this is replaced (default 10m).
+	MaxAge jail.Duration `json:"max_age,omitempty"`
+	// ReplenishDelay waits this long after a claim before making its
+	// replacement (default 0: at once).
+	ReplenishDelay jail.Duration `json:"replenish_delay,omitempty"`
+}
+
+// Pool defaults and bounds.
+const (
+	DefaultPoolMaxAge = 10 * time.Minute
+	MaxPoolReady      = 64
+	MaxPoolMembers    = 256
+	// poolFillers is how many members one pool makes at once.
+	poolFillers = 2
+	// poolRetry is how long a pool waits after a member could not be made.
+	poolRetry = time.Second
+)
+
+// ParsePools reads a pools file, refusing unknown fields and naming what
+// is wrong.
+func ParsePools(data []byte) (*PoolsFile, error) {
+	var f PoolsFile
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i := range f.Pools {
+		p := &f.Pools[i]
+		at := fmt.Sprintf("pools[%d]", i)
+		switch {
+		case !validTenantName(p.Name):
+			return nil, fmt.Errorf("%s.name: %q: want 1 to 63 of [a-z0-9_.-] starting with a letter", at, p.Name)
+		case seen[p.Name]:
+			return nil, fmt.Errorf("%s.name: %q is named twice", at, p.Name)
+		case (p.Profile == "") == (p.Spec == nil):
+			return nil, fmt.Errorf("%s: give profile or spec", at)
+		case p.Profile != "" && !slices.Contains(profiles.Names(), p.Profile):
+			return nil, fmt.Errorf("%s.profile: %q is not a built-in profile (%s)", at, p.Profile, strings.Join(profiles.Names(), ", "))
+		case p.MinReady < 1 || p.MinReady > MaxPoolReady:
+			return nil, fmt.Errorf("%s.min_ready: %d: want 1 to %d", at, p.MinReady, MaxPoolReady)
+		case p.Max != 0 && (p.Max < p.MinReady || p.Max > MaxPoolMembers):
+			return nil, fmt.Errorf("%s.max: %d: want min_ready (%d) to %d", at, p.Max, p.MinReady, MaxPoolMembers)
+		case p.MaxAge < 0 || p.ReplenishDelay < 0:
+			return nil, fmt.Errorf("%s: max_age and replenish_delay are not negative", at)
+		}
+		if p.Spec != nil {
+			if err := p.Spec.Validate(); err != nil {
+				return nil, fmt.Errorf("%s.spec: %w", at, err)
+			}
+		}
+		seen[p.Name] = true
+		if p.Max == 0 {
+			p.Max = min(2*p.MinReady, MaxPoolMembers)
+		}
+		if p.MaxAge == 0 {
+			p.MaxAge = jail.Duration(DefaultPoolMaxAge)
+		}
+	}
+	return &f, nil
+}
+
+// PoolInfo is what GET /v1/pools says of a pool.
+type PoolInfo struct {
+	Name     string `json:"name"`
+	Profile  string `json:"profile,omitempty"`
+	MinReady int    `json:"min_ready"`
+	Max      int    `json:"max"`
+	Ready    int    `json:"ready"`
+	InUse    int    `json:"in_use"`
+	Making   int    `json:"making"`
+	Hits     int64  `json:"hits"`
+	Misses   int64  `json:"misses"`
+	// Recycled members were replaced for their age; Failures could not
+	// be made.
+	Recycled int64 `json:"recycled"`
+	Failures int64 `json:"failures"`
+}
+
+type member struct {
+	c      *jail.Cmd
+	cancel context.CancelFunc
+	stdin  *os.File // the write end of its stdin
+	born   time.Time
+}
+
+// discard ends a member that will not be used.
+func (m *member) discard() {
+	m.c.Discard()
+	m.cancel()
+	m.stdin.Close()
+}
+
+type pool struct {
+	cfg  PoolConfig
+	spec jail.Spec
+	s    *Server
+	wake chan struct{}
+
+	mu     sync.Mutex
+	ready  []*member // oldest first
+	making int
+	inUse  int
+	closed bool
+	stats  PoolInfo
+}
+
+// pools are the server's.
+type pools struct {
+	byName map[string]*pool
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startPools makes the pools of f and starts filling them.
+func (s *Server) startPools(f *PoolsFile) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.pools = &pools{byName: map[string]*pool{}, ctx: ctx, cancel: cancel}
+	for _, cfg := range f.Pools {
+		spec := jail.Spec{}
+		if cfg.Spec != nil {
+			spec = *cfg.Spec
+		} else {
+			p, err := profiles.Load(cfg.Profile)
+			if err != nil {
+				cancel()
+				return err
+			}
+			spec = p.Spec
+		}
+		p := &pool{cfg: cfg, spec: spec, s: s, wake: make(chan struct{}, 1)}
+		s.pools.byName[cfg.Name] = p
+		for range min(poolFillers, cfg.MinReady) {
+			s.pools.wg.Add(1)
+			go p.fill(ctx, &s.pools.wg)
+		}
+		s.pools.wg.Add(1)
+		go p.recycle(ctx, &s.pools.wg)
+	}
+	return nil
+}
+
+// Close stops the pools' filling and discards their ready members; runs
+// under way go on.
+func (s *Server) Close() {
+	if s.pools == nil {
+		return
+	}
+	s.pools.cancel()
+	s.pools.wg.Wait()
+	for _, p := range s.pools.byName {
+		p.mu.Lock()
+		p.closed = true
+		ready := p.ready
+		p.ready = nil
+		p.mu.Unlock()
+		for _, m := range ready {
+			m.discard()
+		}
+	}
+}
+
+// fill keeps the pool at its min_ready, within its max, one member at a
+// time.
+func (p *pool) fill(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for ctx.Err() == nil {
+		p.mu.Lock()
+		need := !p.closed && len(p.ready)+p.making < p.cfg.MinReady && len(p.ready)+p.making+p.inUse < p.cfg.Max
+		if need {
+			p.making++
+		}
+		p.mu.Unlock()
+		if !need {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.wake:
+				continue
+			}
+		}
+		m, err := p.make(ctx)
+		p.mu.Lock()
+		p.making--
+		switch {
+		case err != nil:
+			p.stats.Failures++
+		case p.closed || ctx.Err() != nil:
+		default:
+			p.ready = append(p.ready, m)
+			m = nil
+		}
+		p.mu.Unlock()
+		if m != nil {
+			m.discard()
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				p.s.cfg.Logger.Warn("pool member not made", "pool", p.cfg.Name, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(poolRetry):
+			}
+		}
+	}
+}
+
+// make prepares one member.
+func (p *pool) make(ctx context.Context) (*member, error) {
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := jail.Command(mctx, p.spec, "/bin/true") // the claim's argv replaces it
+	c.Capture, c.HelperPath, c.Logger = true, p.s.cfg.HelperPath, p.s.cfg.Logger
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	defer pr.Close() // the jail has its own
+	c.Stdin = pr
+	if err := c.Prepare(); err != nil {
+		cancel()
+		pw.Close()
+		return nil, err
+	}
+	return &member{c: c, cancel: cancel, stdin: pw, born: time.Now()}, nil
+}
+
+// recycle replaces ready members older than max_age.
+func (p *pool) recycle(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	every := min(time.Duration(p.cfg.MaxAge)/4, time.Second)
+	tk := time.NewTicker(max(every, 10*time.Millisecond))
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		var old []*member
+		p.mu.Lock()
+		for len(p.ready) > 0 && time.Since(p.ready[0].born) > time.Duration(p.cfg.MaxAge) {
+			old = append(old, p.ready[0])
+			p.ready = p.ready[1:]
+		}
+		p.stats.Recycled += int64(len(old))
+		p.mu.Unlock()
+		for _, m := range old {
+			m.discard()
+		}
+		if len(old) > 0 {
+			p.poke(0)
+		}
+	}
+}
+
+// poke wakes a filler, after delay.
+func (p *pool) poke(delay time.Duration) {
+	wake := func() {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	if delay > 0 {
+		time.AfterFunc(delay, wake)
+		return
+	}
+	wake()
+}
+
+// claim takes the newest ready member (the least likely to be recycled),
+// or nil.
+func (p *pool) claim() *member {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ready) == 0 || p.closed {
+		p.stats.Misses++
+		return nil
+	}
+	m := p.ready[len(p.ready)-1]
+	p.ready = p.ready[:len(p.ready)-1]
+	p.inUse++
+	p.stats.Hits++
+	return m
+}
+
+// done gives back a claimed member's place (never the member).
+func (p *pool) done() {
+	p.mu.Lock()
+	p.inUse--
+	p.mu.Unlock()
+	p.poke(time.Duration(p.cfg.ReplenishDelay))
+}
+
+func (p *pool) info() PoolInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in := p.stats
+	in.Name, in.Profile, in.MinReady, in.Max = p.cfg.Name, p.cfg.Profile, p.cfg.MinReady, p.cfg.Max
+	in.Ready, in.InUse, in.Making = len(p.ready), p.inUse, p.making
+	return in
+}
+
+// poolFor finds the pool a run names and checks that the tenant may use
+// it. It returns the spec the run must have: the pool's, or, when the
+// tenant's policy changes it (a memory quota), that one (a miss).
+func (s *Server) poolFor(t Tenant, name string) (*pool, jail.Spec, *Error) {
+	var p *pool
+	if s.pools != nil {
+		p = s.pools.byName[name]
+	}
+	if p == nil {
+		return nil, jail.Spec{}, apiErr(CodeNotFound, "pool", "no pool %q", name)
+	}
+	spec := p.spec
+	if t.Admin || slices.Contains(t.Policy.Pools, name) {
+		return p, spec, nil
+	}
+	if p.cfg.Profile == "" {
+		return nil, jail.Spec{}, apiErr(CodeForbidden, "pool", "pool %q has a spec of its own: only admins and tenants whose policy lists it may use it", name)
+	}
+	if e := checkProfile(t, p.cfg.Profile, "pool"); e != nil {
+		return nil, jail.Spec{}, e
+	}
+	spec.Mounts = slices.Clone(spec.Mounts)
+	if e := checkSpec(t, &spec, "pool"); e != nil {
+		return nil, jail.Spec{}, e
+	}
+	return p, spec, nil
+}
+
+// runPooled runs req in a member of p, or cold when none is ready or the
+// spec is not the pool's: its Result says which.
+func (s *Server) runPooled(r *http.Request, t Tenant, p *pool, spec jail.Spec, req *RunRequest) (*jail.Result, *Error) {
+	argv, e := req.args()
+	if e != nil {
+		return nil, e
+	}
+	stdin, e := req.stdin()
+	if e != nil {
+		return nil, e
+	}
+	release, e := s.acquire(t)
+	if e != nil {
+		return nil, e
+	}
+	defer release()
+	var m *member
+	if reflect.DeepEqual(spec, p.spec) {
+		m = p.claim()
+	} else {
+		p.mu.Lock()
+		p.stats.Misses++
+		p.mu.Unlock()
+	}
+	if m == nil {
+		s.m.claims.inc(p.cfg.Name, "miss")
+		if req.Timeout != 0 {
+			spec.Timeout = req.Timeout
+		}
+		c := jail.Command(r.Context(), spec, argv[0], argv[1:]...)
+		c.Stdin, c.Capture, c.HelperPath, c.Logger = stdin, true, s.cfg.HelperPath, s.cfg.Logger
+		res, e := s.runCmd("run", c)
+		if res != nil {
+			res.Pool = jail.PoolMiss
+		}
+		return res, e
+	}
+	s.m.claims.inc(p.cfg.Name, "hit")
+	defer p.done()
+	defer m.cancel()
+	stop := context.AfterFunc(r.Context(), m.cancel) // a client that goes away ends the run
+	defer stop()
+	c := m.c
+	c.Args = argv
+	if req.Timeout != 0 {
+		c.Spec.Timeout = req.Timeout
+	}
+	go func() {
+		defer m.stdin.Close()
+		if stdin != nil {
+			_ = m.stdin.SetWriteDeadline(time.Now().Add(stdinTimeout))
+			_, _ = io.Copy(m.stdin, stdin)
+		}
+	}()
+	res, e := s.runCmd("run", c)
+	if e != nil && e.Code == CodeSetupFailed && r.Context().Err() == nil {
+		// The member could not be released (its PID 1 is gone): a
+		// member is disposable, and the run is not its fault.
+		s.cfg.Logger.Warn("pool member failed, running cold", "pool", p.cfg.Name, "err", e.Message)
+		c := jail.Command(r.Context(), spec, argv[0], argv[1:]...)
+		if req.Timeout != 0 {
+			c.Spec.Timeout = req.Timeout
+		}
+		stdin, _ = req.stdin()
+		c.Stdin, c.Capture, c.HelperPath, c.Logger = stdin, true, s.cfg.HelperPath, s.cfg.Logger
+		res, e = s.runCmd("run", c)
+		if res != nil {
+			res.Pool = jail.PoolMiss
+		}
+		return res, e
+	}
+	if res != nil {
+		res.Pool = jail.PoolHit
+	}
+	return res, e
+}
+
+func (s *Server) listPools(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	out := []PoolInfo{}
+	if s.pools != nil {
+		for _, name := range sortedKeys(s.pools.byName) {
+			out = append(out, s.pools.byName[name].info())
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"pools": out})
+	return nil
+}
+
+// writePoolMetrics writes each pool's ready members.
+func (s *Server) writePoolMetrics(w io.Writer) {
+	if s.pools == nil {
+		return
+	}
+	fmt.Fprintf(w, "# HELP jail_pool_ready Ready members of each warm pool.\n# TYPE jail_pool_ready gauge\n")
+	for _, name := range sortedKeys(s.pools.byName) {
+		in := s.pools.byName[name].info()
+		fmt.Fprintf(w, "jail_pool_ready%s %d\n", labelString([]string{"pool"}, []string{name}, "", ""), in.Ready)
+	}
+}
