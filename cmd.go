@@ -64,11 +64,11 @@ type Cmd struct {
 	ctx     context.Context
 	started bool
 	// prepare: Start stops before the release (Prepare); prepared: it
-	// did, and prepSpec and prepSteps are what it did it with; released:
-	// the workload was released, or the jail discarded.
+	// did, with prepSpec, and prepUndo undoes its steps, in order;
+	// released: the workload was released, or the jail discarded.
 	prepare, prepared, released bool
 	prepSpec                    Spec
-	prepSteps                   []hostStep
+	prepUndo                    []func()
 	// testHook, when set (by tests of this package only), changes the
 	// launch after planning: how a test makes the mount plan wrong on
 	// purpose, to show the second wall holds.

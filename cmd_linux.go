@@ -217,7 +217,12 @@ func (c *Cmd) Start() error {
 		if err := c.runSteps(steps); err != nil {
 			return err
 		}
-		c.prepared, c.prepSpec, c.prepSteps = true, c.Spec, steps
+		c.prepared, c.prepSpec = true, c.Spec
+		for i := len(steps) - 1; i >= 0; i-- {
+			if steps[i].undo != nil {
+				c.prepUndo = append(c.prepUndo, steps[i].undo)
+			}
+		}
 		return nil
 	}
 	return c.runSteps(steps)
@@ -296,10 +301,8 @@ func (c *Cmd) startPrepared() error {
 
 // undoPrepared undoes Prepare's steps, the last first.
 func (c *Cmd) undoPrepared() {
-	for i := len(c.prepSteps) - 1; i >= 0; i-- {
-		if u := c.prepSteps[i].undo; u != nil {
-			u()
-		}
+	for _, u := range c.prepUndo {
+		u()
 	}
 }
 
