@@ -152,6 +152,17 @@ func (w Workspace) apply(spec Spec, hostDir string) (Spec, error) {
 	return spec, nil
 }
 
+// SessionUpdate is what [Session.Update] changes of a session: each field
+// that is not nil. The deadlines (TTL, idle timeout) are its PID 1's
+// kernel timers, armed at create, and cannot be changed.
+type SessionUpdate struct {
+	// Labels replace the session's.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Env and Cwd replace the defaults of its commands.
+	Env []string `json:"env,omitempty"`
+	Cwd *string  `json:"cwd,omitempty"`
+}
+
 // ValidSessionID reports whether id can name a session: 1 to 63 of
 // [A-Za-z0-9_.-], starting with a letter or digit.
 func ValidSessionID(id string) bool { return validSessionID(id) }

@@ -1054,6 +1054,63 @@ func (s *Session) setPaused(on bool) error {
 	return writeState(dir, st)
 }
 
+// Touch counts as activity of the session: its idle timeout starts again.
+// (Its PID 1 restarts the timer when the last connection to its control
+// socket ends; Touch makes one and ends it.) It returns an error wrapping
+// ErrNotRunning for a session that ended or is paused.
+func (s *Session) Touch() error {
+	dir, st, lock, err := s.lock(unix.LOCK_SH)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if st.Paused {
+		return fmt.Errorf("session %s is paused (resume it first): %w", s.id, ErrNotRunning)
+	}
+	ctl, err := dialControl(filepath.Join(dir, "ctl.sock"))
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.id, err)
+	}
+	return ctl.Close()
+}
+
+// Update changes a session's labels and its commands' default environment
+// and working directory, checked as a SessionSpec's and a command's are
+// (a *SpecError naming the field).
+func (s *Session) Update(u SessionUpdate) error {
+	spec := SessionSpec{Labels: u.Labels}
+	if err := spec.validate(); err != nil {
+		return err
+	}
+	dir, st, lock, err := s.lockLive()
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	next := st.Spec
+	if u.Env != nil {
+		next.Env = u.Env
+	}
+	if u.Cwd != nil {
+		next.Cwd = *u.Cwd
+	}
+	if err := next.validateProcess(); err != nil {
+		return err
+	}
+	if u.Labels != nil {
+		st.Labels = u.Labels
+	}
+	st.Spec = next
+	st.Process.Env, st.Process.Path = next.env(), next.searchPath()
+	if u.Cwd != nil {
+		st.Process.Cwd = next.Cwd
+		if st.Process.Cwd == "" {
+			st.Process.Cwd = DefaultCwd
+		}
+	}
+	return writeState(dir, st)
+}
+
 // SetAllow replaces an egress session's allow-list while it runs, in one
 // transaction of its rules: its commands reach what allow lists from
 // then on, and a connection to a destination no longer listed is refused

@@ -89,5 +89,11 @@ func (m *Sessions) ExportSnapshot(string, io.Writer) error { return ErrNotSuppor
 // DefaultWorkspaceDir returns ErrNotSupported.
 func DefaultWorkspaceDir() (string, error) { return "", ErrNotSupported }
 
+// Touch returns ErrNotSupported.
+func (s *Session) Touch() error { return ErrNotSupported }
+
+// Update returns ErrNotSupported.
+func (s *Session) Update(SessionUpdate) error { return ErrNotSupported }
+
 // SetAllow returns ErrNotSupported.
 func (s *Session) SetAllow([]string) error { return ErrNotSupported }

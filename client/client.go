@@ -1,8 +1,9 @@
 // Package client is a Go client of `jail serve` (package server): runs,
-// sessions, their commands (waited for or streamed) and their files, over
-// the server's unix socket. It has no dependency on Linux: a program on
-// another system can drive a jail server it reaches through a forwarded
-// socket.
+// batches and warm pools, sessions, their commands (waited for, streamed,
+// or in the background with replay, stdin and signals) and their files,
+// over the server's unix socket (Unix) or TCP with a bearer token (TCP).
+// It has no dependency on Linux: a program on another system can drive a
+// jail server it reaches over TCP or through a forwarded socket.
 //
 //	c := client.Unix("/run/jail/jail.sock")
 //	res, err := c.Run(ctx, client.RunRequest{Command: client.Command{Shell: "echo hi"}})
@@ -15,6 +16,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -43,6 +45,27 @@ type Client struct {
 	HTTP *http.Client
 	// Base is the URL the paths are joined to ("http://jail" on a socket).
 	Base string
+}
+
+// TCP returns a client of the server at base ("https://host:8443") that
+// presents token (jail serve token) with every request; tlsConf, when not
+// nil, configures TLS (the server's CA, for one).
+func TCP(base, token string, tlsConf *tls.Config) *Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = tlsConf
+	return &Client{Base: strings.TrimSuffix(base, "/"), HTTP: &http.Client{Transport: &bearer{token: token, next: t}}}
+}
+
+// bearer adds the token to each request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // Unix returns a client of the server listening on the unix socket at path.
@@ -156,20 +179,25 @@ func (c *Client) Exec(ctx context.Context, id string, r ExecRequest) (*jail.Resu
 	return &res, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(id)+"/exec", body, "application/json", &res)
 }
 
-// Event is one event of a streamed command.
+// Event is one event of an exec: numbered (Seq) but for keepalive and
+// lost, which say that the stream is alive and which events were dropped
+// before a replay's start (From, To).
 type Event struct {
 	Seq      int           `json:"seq"`
-	Event    string        `json:"event"` // start, stdout, stderr, keepalive, exit, error
+	Event    string        `json:"event"` // start, stdout, stderr, keepalive, lost, exit, error
+	Exec     string        `json:"exec,omitempty"`
 	Data     string        `json:"data,omitempty"`
 	Encoding string        `json:"encoding,omitempty"`
+	From     int           `json:"from,omitempty"`
+	To       int           `json:"to,omitempty"`
 	Result   *jail.Result  `json:"result,omitempty"`
 	Error    *server.Error `json:"error,omitempty"`
 }
 
 // ExecStream runs a command in a session, writing its output to stdout and
 // stderr (either may be nil) as it comes, and returns its report. Ending
-// ctx ends the command. A stream that ends without its exit event is an
-// error.
+// ctx ends the command (unless r.Detach). A stream that ends without its
+// exit event is an error.
 func (c *Client) ExecStream(ctx context.Context, id string, r ExecRequest, stdout, stderr io.Writer) (*jail.Result, error) {
 	body, err := jsonBody(r)
 	if err != nil {
@@ -180,17 +208,29 @@ func (c *Client) ExecStream(ctx context.Context, id string, r ExecRequest, stdou
 		return nil, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	return follow(resp.Body, 1, stdout, stderr)
+}
+
+// follow reads an exec's events from seq from on, writing the output to
+// stdout and stderr, until its exit or error event.
+func follow(r io.Reader, from int, stdout, stderr io.Writer) (*jail.Result, error) {
+	sc := bufio.NewScanner(r)
 	// An output event carries at most 32 KiB; the exit event the whole
 	// result, with the captured head and tail of both streams.
 	sc.Buffer(make([]byte, 64<<10), 256<<20)
-	next := 1
+	next := from
 	for sc.Scan() {
 		var e Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return nil, fmt.Errorf("jail serve: event %d: %w", next, err)
 		}
-		if e.Seq != next {
+		switch {
+		case e.Event == "keepalive":
+			continue
+		case e.Event == "lost":
+			next = e.To + 1
+			continue
+		case e.Seq != next:
 			return nil, fmt.Errorf("jail serve: event %d came as %d", next, e.Seq)
 		}
 		next++
@@ -198,6 +238,7 @@ func (c *Client) ExecStream(ctx context.Context, id string, r ExecRequest, stdou
 		case "stdout", "stderr":
 			data := []byte(e.Data)
 			if e.Encoding == "base64" {
+				var err error
 				if data, err = base64.StdEncoding.DecodeString(e.Data); err != nil {
 					return nil, fmt.Errorf("jail serve: event %d: %w", e.Seq, err)
 				}
@@ -220,7 +261,84 @@ func (c *Client) ExecStream(ctx context.Context, id string, r ExecRequest, stdou
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("jail serve: the stream ended without its exit event (after %d events)", next-1)
+	return nil, fmt.Errorf("jail serve: the stream ended without its exit event (at event %d)", next)
+}
+
+// execPath is the route of exec eid of session id.
+func execPath(id, eid string) string {
+	return "/v1/sessions/" + url.PathEscape(id) + "/exec/" + url.PathEscape(eid)
+}
+
+// ExecBackground starts a command in a session that runs until it ends,
+// whoever follows it (r.Background is set), and returns its document.
+func (c *Client) ExecBackground(ctx context.Context, id string, r ExecRequest) (*server.ExecInfo, error) {
+	r.Background = true
+	body, err := jsonBody(r)
+	if err != nil {
+		return nil, err
+	}
+	var in server.ExecInfo
+	return &in, c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(id)+"/exec", body, "application/json", &in)
+}
+
+// ExecInfo returns an exec's document: its state, and its result once it
+// ended.
+func (c *Client) ExecInfo(ctx context.Context, id, eid string) (*server.ExecInfo, error) {
+	var in server.ExecInfo
+	return &in, c.do(ctx, "GET", execPath(id, eid), nil, "", &in)
+}
+
+// Follow replays an exec's events from seq from (1: all that are kept)
+// and follows it to its end, writing its output to stdout and stderr;
+// it returns its report. Ending ctx stops following, not the exec.
+func (c *Client) Follow(ctx context.Context, id, eid string, from int, stdout, stderr io.Writer) (*jail.Result, error) {
+	resp, err := c.send(ctx, "GET", execPath(id, eid)+"/events?from="+strconv.Itoa(from), nil, "", "application/x-ndjson")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return follow(resp.Body, from, stdout, stderr)
+}
+
+// WriteStdin writes r to an exec's stdin (opened with StdinOpen), and
+// closes it after when eof.
+func (c *Client) WriteStdin(ctx context.Context, id, eid string, r io.Reader, eof bool) error {
+	q := ""
+	if eof {
+		q = "?eof=1"
+	}
+	return c.do(ctx, "POST", execPath(id, eid)+"/stdin"+q, r, "application/octet-stream", nil)
+}
+
+// Signal sends a signal ("TERM", "SIGINT", ...) to an exec's process
+// group.
+func (c *Client) Signal(ctx context.Context, id, eid, signal string) error {
+	body, err := jsonBody(server.SignalRequest{Signal: signal})
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, "POST", execPath(id, eid)+"/signal", body, "application/json", nil)
+}
+
+// RunBatch runs several commands, each in a new jail, and returns one
+// entry per run, in order.
+func (c *Client) RunBatch(ctx context.Context, runs []RunRequest) ([]server.BatchEntry, error) {
+	body, err := jsonBody(server.BatchRequest{Runs: runs})
+	if err != nil {
+		return nil, err
+	}
+	var ans struct {
+		Runs []server.BatchEntry `json:"runs"`
+	}
+	return ans.Runs, c.do(ctx, "POST", "/v1/runs:batch", body, "application/json", &ans)
+}
+
+// Pools returns the server's warm pools.
+func (c *Client) Pools(ctx context.Context) ([]server.PoolInfo, error) {
+	var ans struct {
+		Pools []server.PoolInfo `json:"pools"`
+	}
+	return ans.Pools, c.do(ctx, "GET", "/v1/pools", nil, "", &ans)
 }
 
 // filesPath is the route of path (absolute, in the jail) of session id.

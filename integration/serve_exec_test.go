@@ -223,3 +223,47 @@ func TestServeBatch(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Equal(t, "runs", apiError(t, b).Field)
 }
+
+// TestServeSessionPatch: PATCH changes labels and the commands' default
+// env and cwd, and refuses the deadlines; :touch keeps an idle session up.
+func TestServeSessionPatch(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	code, b := s.do(t, "POST", "/v1/sessions", `{"id": "p1", "labels": {"team": "a"}, "idle_timeout": "1500ms"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	code, b = s.do(t, "PATCH", "/v1/sessions/p1", `{"labels": {"team": "b"}, "env": ["PATH=/usr/bin:/bin", "A=2"], "cwd": "/tmp"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"team": "b"`)
+	code, b = s.do(t, "GET", "/v1/sessions?label=team=b", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, string(b), `"id": "p1"`)
+	code, b = s.do(t, "POST", "/v1/sessions/p1/exec", `{"shell": "echo $A; pwd"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"stdout": "2\n/tmp\n"`)
+	code, b = s.do(t, "PATCH", "/v1/sessions/p1", `{"ttl": "1h"}`)
+	assert.Equal(t, http.StatusUnprocessableEntity, code, "%s", b)
+	assert.Equal(t, "ttl", apiError(t, b).Field)
+	code, b = s.do(t, "PATCH", "/v1/sessions/p1", `{"cwd": "tmp"}`)
+	assert.Equal(t, http.StatusBadRequest, code, "%s", b)
+	code, b = s.do(t, "PATCH", "/v1/sessions/p1", `{"labels": {"": "x"}}`)
+	assert.Equal(t, http.StatusBadRequest, code, "%s", b)
+
+	// Touched every 0.5 s for 3 s, twice its idle timeout: still up.
+	for range 6 {
+		time.Sleep(500 * time.Millisecond)
+		code, b = s.do(t, "POST", "/v1/sessions/p1:touch", "")
+		require.Equal(t, http.StatusOK, code, "%s", b)
+	}
+	code, b = s.do(t, "GET", "/v1/sessions/p1", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, string(b), `"state": "running"`)
+	// Left alone, it ends. (Asked less often than its idle timeout: the
+	// helper that measures its workspace for GET holds a connection to
+	// its control socket, which counts as activity.)
+	require.Eventually(t, func() bool {
+		code, b := s.do(t, "GET", "/v1/sessions/p1", "")
+		return code == http.StatusNotFound || strings.Contains(string(b), `"state": "exited"`)
+	}, 12*time.Second, 2*time.Second)
+	code, b = s.do(t, "POST", "/v1/sessions/p1:touch", "")
+	assert.Contains(t, []int{http.StatusNotFound, http.StatusConflict}, code, "%s", b)
+}

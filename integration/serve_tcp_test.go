@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -25,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	jail "github.com/jailrt/jail"
+	"github.com/jailrt/jail/client"
 	"github.com/jailrt/jail/server"
 )
 
@@ -199,6 +201,16 @@ tenants:
 	require.NoError(t, json.Unmarshal(b, &sess))
 	resp, _ = do("DELETE", "/v1/sessions/"+sess.ID, "", ci)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// The Go client over TLS with the token.
+	gc := client.TCP(url, ci, &tls.Config{RootCAs: pool})
+	gres, err := gc.Run(context.Background(), client.RunRequest{Command: client.Command{Shell: "echo over tcp"}})
+	require.NoError(t, err)
+	assert.Equal(t, "over tcp\n", gres.Stdout)
+	_, err = client.TCP(url, "jail_wrong", &tls.Config{RootCAs: pool}).Run(context.Background(), client.RunRequest{Command: client.Command{Argv: []string{"true"}}})
+	var ae *server.Error
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, server.CodeUnauthenticated, ae.Code)
 
 	// Scopes: ci has no metrics, viewer nothing but.
 	resp, b = do("GET", "/metrics", "", ci)

@@ -236,6 +236,7 @@ func (s *Server) routes() []routeEntry {
 		{"GET /v1/sessions", ScopeSessions, s.listSessions},
 		{"GET /v1/sessions/{id}", ScopeSessions, s.getSession},
 		{"DELETE /v1/sessions/{id}", ScopeSessions, s.deleteSession},
+		{"PATCH /v1/sessions/{id}", ScopeSessions, s.patchSession},
 		{"POST /v1/sessions/{action}", ScopeSessions, s.sessionAction},
 		{"POST /v1/sessions/{id}/snapshots", ScopeSessions, s.snapshot},
 		{"GET /v1/snapshots", ScopeSessions, s.listSnapshots},
@@ -772,6 +773,41 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t Tenant)
 	return nil
 }
 
+// PatchRequest is the body of PATCH /v1/sessions/{id}: labels (replaced),
+// and the default env and cwd of its commands. TTL and IdleTimeout are
+// refused (422): a session's deadlines are its PID 1's timers.
+type PatchRequest struct {
+	jail.SessionUpdate
+	TTL         *jail.Duration `json:"ttl,omitempty"`
+	IdleTimeout *jail.Duration `json:"idle_timeout,omitempty"`
+}
+
+func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	var req PatchRequest
+	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
+		return e
+	}
+	switch {
+	case req.TTL != nil:
+		return apiErr(CodeUnenforceable, "ttl", "ttl: a session's deadlines are its PID 1's kernel timers, armed when it was made; this version cannot change them (:touch restarts the idle timeout)")
+	case req.IdleTimeout != nil:
+		return apiErr(CodeUnenforceable, "idle_timeout", "idle_timeout: a session's deadlines are its PID 1's kernel timers, armed when it was made; this version cannot change them (:touch restarts the idle timeout)")
+	}
+	sess, e := s.session(r, t)
+	if e != nil {
+		return e
+	}
+	if err := sess.Update(req.SessionUpdate); err != nil {
+		return asAPIError(err, "")
+	}
+	info, err := sess.Inspect()
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
 // ActionRequest is the body of POST /v1/sessions/{id}:fork (N, default 1)
 // and :restore (Snapshot); :pause and :resume take none.
 type ActionRequest struct {
@@ -780,7 +816,7 @@ type ActionRequest struct {
 }
 
 // sessionActions are what POST /v1/sessions/{id}:ACTION does.
-var sessionActions = []string{"pause", "resume", "fork", "restore"}
+var sessionActions = []string{"pause", "resume", "touch", "fork", "restore"}
 
 // MaxForks bounds one :fork.
 const MaxForks = 64
@@ -803,7 +839,7 @@ type ForkEntry struct {
 func (s *Server) sessionAction(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 	id, action, ok := strings.Cut(r.PathValue("action"), ":")
 	if !ok {
-		return apiErr(CodeNotFound, "", "no route POST %s: a session's actions are :pause, :resume, :fork and :restore", r.URL.Path)
+		return apiErr(CodeNotFound, "", "no route POST %s: a session's actions are :pause, :resume, :touch, :fork and :restore", r.URL.Path)
 	}
 	r.SetPathValue("id", id)
 	var req ActionRequest
@@ -822,6 +858,8 @@ func (s *Server) sessionAction(w http.ResponseWriter, r *http.Request, t Tenant)
 		err = sess.Pause()
 	case "resume":
 		err = sess.Resume()
+	case "touch":
+		err = sess.Touch()
 	case "restore":
 		if req.Snapshot == "" {
 			return apiErr(CodeBadRequest, "snapshot", "no snapshot to restore")
@@ -866,7 +904,7 @@ func (s *Server) sessionAction(w http.ResponseWriter, r *http.Request, t Tenant)
 		writeJSON(w, http.StatusOK, ans)
 		return nil
 	default:
-		return apiErr(CodeNotFound, "", "no action %q: a session's actions are :pause, :resume, :fork and :restore", action)
+		return apiErr(CodeNotFound, "", "no action %q: a session's actions are :pause, :resume, :touch, :fork and :restore", action)
 	}
 	if err != nil {
 		return asAPIError(err, "")

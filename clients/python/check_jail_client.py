@@ -40,6 +40,17 @@ assert b"".join(d for s, d in got if s == "stderr") == b"err\n", got
 r = c.exec("py1", shell="echo $A; pwd", env=["A=1"], cwd="/workspace/app")
 assert r["stdout"] == "1\n/workspace/app\n", r
 
+x = c.exec("py1", shell="read a; echo got $a", background=True, stdin_open=True)
+assert x["state"] == "running" and x["stdin_open"], x
+assert c.write_stdin("py1", x["id"], b"bg\n", eof=True) == {"bytes": 3, "eof": True}
+got = []
+r = c.follow("py1", x["id"], on_output=lambda stream, data: got.append(data))
+assert r["stdout"] == "got bg\n" and b"".join(got) == b"got bg\n", (r, got)
+x = c.exec("py1", argv=["sleep", "30"], background=True)
+c.signal("py1", x["id"], "TERM")
+assert c.follow("py1", x["id"])["status"] == "signaled"
+assert c.exec_info("py1", x["id"])["state"] == "exited"
+
 c.delete_file("py1", "/workspace/app", recursive=True)
 try:
     c.get_file("py1", "/workspace/app/main.sh")

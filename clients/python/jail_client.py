@@ -1,7 +1,7 @@
 """A client of `jail serve` (schema/openapi.yaml), with the standard library only.
 
     from jail_client import Client
-    c = Client("/run/jail/jail.sock")
+    c = Client("/run/jail/jail.sock")           # or Client(url="https://host:8443", token=..., ssl_context=...)
     r = c.run(shell="echo hi; exit 3")          # the jail.result/v1 document, a dict
     s = c.create_session(id="a1")
     c.put_file("a1", "/workspace/main.py", b"print(6*7)\n")
@@ -16,6 +16,7 @@ import base64
 import http.client
 import json
 import socket
+import ssl
 import urllib.parse
 
 __all__ = ["Client", "JailError"]
@@ -46,15 +47,29 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 class Client:
-    """A client of the server on the unix socket at path. Not safe for threads: one each."""
+    """A client of the server on the unix socket at path, or over TCP at url (https://HOST:PORT,
+    or http:// on loopback) with a bearer token (jail serve token). Not safe for threads: one each."""
 
-    def __init__(self, path="/run/jail/jail.sock", timeout=None):
+    def __init__(self, path="/run/jail/jail.sock", timeout=None, url=None, token=None, ssl_context=None):
         self._path = path
         self._timeout = timeout
+        self._url = urllib.parse.urlsplit(url) if url else None
+        self._token = token
+        self._ssl = ssl_context
+
+    def _connect(self):
+        if self._url is None:
+            return _UnixConnection(self._path, self._timeout)
+        if self._url.scheme == "https":
+            return http.client.HTTPSConnection(self._url.hostname, self._url.port or 443, timeout=self._timeout,
+                                               context=self._ssl or ssl.create_default_context())
+        return http.client.HTTPConnection(self._url.hostname, self._url.port or 80, timeout=self._timeout)
 
     def _request(self, method, path, body=None, content_type=None, accept=None):
-        conn = _UnixConnection(self._path, self._timeout)
+        conn = self._connect()
         headers = {}
+        if self._token:
+            headers["Authorization"] = "Bearer " + self._token
         if content_type:
             headers["Content-Type"] = content_type
         if accept:
@@ -100,13 +115,16 @@ class Client:
     def info(self):
         return self._json("GET", "/v1/info")
 
-    def run(self, argv=None, shell=None, stdin=None, timeout=None, profile=None, spec=None):
-        """Run one command in a new jail; returns its result (a dict)."""
+    def run(self, argv=None, shell=None, stdin=None, timeout=None, profile=None, spec=None, pool=None):
+        """Run one command in a new jail (or a warm pool's: result["pool"] says hit or miss);
+        returns its result (a dict)."""
         extra = {}
         if profile is not None:
             extra["profile"] = profile
         if spec is not None:
             extra["spec"] = spec
+        if pool is not None:
+            extra["pool"] = pool
         return self._json("POST", "/v1/run", self._command(argv, shell, stdin, timeout, extra))
 
     def create_session(self, id=None, labels=None, profile=None, spec=None, ttl=None, idle_timeout=None):
@@ -124,27 +142,69 @@ class Client:
     def delete_session(self, id):
         return self._json("DELETE", "/v1/sessions/" + urllib.parse.quote(id, safe=""))
 
-    def exec(self, id, argv=None, shell=None, stdin=None, timeout=None, env=None, cwd=None, on_output=None):
+    def exec(self, id, argv=None, shell=None, stdin=None, timeout=None, env=None, cwd=None, on_output=None,
+             background=False, stdin_open=False):
         """Run a command in session id; returns its result. With on_output(stream, data: bytes),
-        the output is streamed to it as it comes (NDJSON events)."""
+        the output is streamed to it as it comes (NDJSON events). With background=True it returns
+        the exec's document at once (its "id" for follow, write_stdin and signal); stdin_open keeps
+        its stdin open for write_stdin."""
         extra = {k: v for k, v in (("env", env), ("cwd", cwd)) if v is not None}
+        if background:
+            extra["background"] = True
+        if stdin_open:
+            extra["stdin_open"] = True
         req = json.dumps(self._command(argv, shell, stdin, timeout, extra)).encode()
         path = "/v1/sessions/%s/exec" % urllib.parse.quote(id, safe="")
-        if on_output is None:
+        if on_output is None or background:
             conn, resp = self._request("POST", path, req, "application/json")
             try:
                 return json.loads(resp.read())
             finally:
                 conn.close()
         conn, resp = self._request("POST", path, req, "application/json", "application/x-ndjson")
+        return self._events(conn, resp, 1, on_output)
+
+    def _exec_path(self, id, eid):
+        return "/v1/sessions/%s/exec/%s" % (urllib.parse.quote(id, safe=""), urllib.parse.quote(eid, safe=""))
+
+    def exec_info(self, id, eid):
+        """An exec's document: its state, and its result once it ended."""
+        return self._json("GET", self._exec_path(id, eid))
+
+    def follow(self, id, eid, from_seq=1, on_output=None):
+        """Replay an exec's events from from_seq and follow it to its end; returns its result."""
+        conn, resp = self._request("GET", self._exec_path(id, eid) + "/events?from=%d" % from_seq, accept="application/x-ndjson")
+        return self._events(conn, resp, from_seq, on_output or (lambda stream, data: None))
+
+    def write_stdin(self, id, eid, data, eof=False):
+        """Write data (bytes) to an exec's open stdin; eof=True closes it after."""
+        conn, resp = self._request("POST", self._exec_path(id, eid) + "/stdin" + ("?eof=1" if eof else ""), data,
+                                   "application/octet-stream")
         try:
-            want = 1
+            return json.loads(resp.read())
+        finally:
+            conn.close()
+
+    def signal(self, id, eid, sig):
+        """Send a signal ("TERM", "SIGINT", ...) to an exec's process group."""
+        return self._json("POST", self._exec_path(id, eid) + "/signal", {"signal": sig})
+
+    def pools(self):
+        return self._json("GET", "/v1/pools")["pools"]
+
+    def _events(self, conn, resp, want, on_output):
+        try:
             for line in resp:
                 event = json.loads(line)
+                kind = event.get("event")
+                if kind == "keepalive":
+                    continue
+                if kind == "lost":
+                    want = event["to"] + 1
+                    continue
                 if event.get("seq") != want:
                     raise JailError(resp.status, {"error": {"code": "INTERNAL", "message": "event %d came as %s" % (want, event.get("seq"))}})
                 want += 1
-                kind = event.get("event")
                 if kind in ("stdout", "stderr"):
                     data = event.get("data", "")
                     on_output(kind, base64.b64decode(data) if event.get("encoding") == "base64" else data.encode())

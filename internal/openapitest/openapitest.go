@@ -43,7 +43,7 @@ func Load(t testing.TB, path string) *OpenAPI {
 // the server serves with one route, "POST /v1/sessions/{action}" (a
 // net/http wildcard is a whole segment), and openapi.yaml documents one
 // path each.
-var SessionActions = []string{"pause", "resume", "fork", "restore"}
+var SessionActions = []string{"pause", "resume", "touch", "fork", "restore"}
 
 // Paths turns a route pattern ("GET /v1/sessions/{id}/files/{path...}")
 // into OpenAPI's spelling ("GET /v1/sessions/{id}/files/{path}"); the
