@@ -21,23 +21,7 @@ func (s *served) events(t *testing.T, ctx context.Context, path string, each fun
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://jail"+path, nil)
 	require.NoError(t, err)
-	resp, err := s.client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
-	var out []map[string]any
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		var e map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &e), "%s", sc.Bytes())
-		out = append(out, e)
-		if each != nil && !each(e) {
-			return out
-		}
-	}
-	return out
+	return s.ndjson(t, req, each)
 }
 
 // execInfo GETs an exec's document.

@@ -365,6 +365,13 @@ func (s *served) stream(t *testing.T, path, body string, each func(map[string]an
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/x-ndjson")
+	return s.ndjson(t, req, each)
+}
+
+// ndjson sends req and reads its NDJSON events, or, with each not nil,
+// calls it for each until it returns false.
+func (s *served) ndjson(t *testing.T, req *http.Request, each func(map[string]any) bool) []map[string]any {
+	t.Helper()
 	resp, err := s.client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

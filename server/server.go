@@ -698,12 +698,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Tenant)
 	if err != nil {
 		return asAPIError(err, "spec")
 	}
-	info, err := sess.Inspect()
-	if err != nil {
-		return asAPIError(err, "")
-	}
-	writeJSON(w, http.StatusCreated, info)
-	return nil
+	return writeSession(w, http.StatusCreated, sess)
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
@@ -734,6 +729,16 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t Tenant) 
 	return nil
 }
 
+// writeSession answers with the session's document.
+func writeSession(w http.ResponseWriter, status int, sess *jail.Session) *Error {
+	info, err := sess.Inspect()
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	writeJSON(w, status, info)
+	return nil
+}
+
 // session finds the tenant's session named by the path.
 func (s *Server) session(r *http.Request, t Tenant) (*jail.Session, *Error) {
 	id := r.PathValue("id")
@@ -752,12 +757,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t Tenant) *E
 	if e != nil {
 		return e
 	}
-	info, err := sess.Inspect()
-	if err != nil {
-		return asAPIError(err, "")
-	}
-	writeJSON(w, http.StatusOK, info)
-	return nil
+	return writeSession(w, http.StatusOK, sess)
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
@@ -800,12 +800,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, t Tenant) 
 	if err := sess.Update(req.SessionUpdate); err != nil {
 		return asAPIError(err, "")
 	}
-	info, err := sess.Inspect()
-	if err != nil {
-		return asAPIError(err, "")
-	}
-	writeJSON(w, http.StatusOK, info)
-	return nil
+	return writeSession(w, http.StatusOK, sess)
 }
 
 // ActionRequest is the body of POST /v1/sessions/{id}:fork (N, default 1)
@@ -909,12 +904,7 @@ func (s *Server) sessionAction(w http.ResponseWriter, r *http.Request, t Tenant)
 	if err != nil {
 		return asAPIError(err, "")
 	}
-	info, err := sess.Inspect()
-	if err != nil {
-		return asAPIError(err, "")
-	}
-	writeJSON(w, http.StatusOK, info)
-	return nil
+	return writeSession(w, http.StatusOK, sess)
 }
 
 // SnapshotRequest is the body of POST /v1/sessions/{id}/snapshots.
