@@ -85,6 +85,10 @@ type Cmd struct {
 	execID string
 	// files: this is a session's files helper (fileOp), not a command.
 	files bool
+	// passive: the helper does not count as the session's activity (it
+	// holds no connection to PID 1's control socket): Inspect's measure
+	// of the workspace, which must not keep an idle session up.
+	passive bool
 	// held is the session's state when the caller holds its lock
 	// exclusively (a snapshot): the join takes no lock of its own.
 	held    *heldSession

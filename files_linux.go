@@ -77,17 +77,18 @@ func (c *Cmd) releaseFiles() error {
 // not nil, is sent as the operation's input (then a Commit), and what the
 // helper writes goes to out (discarded if nil).
 func (s *Session) fileOp(ctx context.Context, req jailfs.Request, in io.Reader, out io.Writer) (*jailfs.Reply, error) {
-	return s.fileOpHeld(ctx, nil, req, in, out)
+	return s.fileOpHeld(ctx, nil, false, req, in, out)
 }
 
 // fileOpHeld is fileOp for a caller that holds the session's lock
-// exclusively (held), or not (nil).
-func (s *Session) fileOpHeld(ctx context.Context, held *heldSession, req jailfs.Request, in io.Reader, out io.Writer) (_ *jailfs.Reply, retErr error) {
+// exclusively (held), or not (nil); a passive one does not count as the
+// session's activity.
+func (s *Session) fileOpHeld(ctx context.Context, held *heldSession, passive bool, req jailfs.Request, in io.Reader, out io.Writer) (_ *jailfs.Reply, retErr error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	c := s.Command(ctx, nsexec.FilesArg0)
-	c.files, c.held = true, held
+	c.files, c.held, c.passive = true, held, passive
 	// The command defaults of the session are for commands; ctx bounds a
 	// file operation.
 	c.Spec.Timeout, c.Spec.CPUTime, c.Spec.KillGrace = 0, 0, 0

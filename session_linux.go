@@ -366,7 +366,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	if from != nil {
 		// The snapshot's files, put in the jail as its workload's user;
 		// no one else joins meanwhile (the lock is ours).
-		_, err := s.fileOpHeld(ctx, &heldSession{dir, &st}, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, KeepLinks: true}, from, nil)
+		_, err := s.fileOpHeld(ctx, &heldSession{dir, &st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, KeepLinks: true}, from, nil)
 		if err == nil {
 			st.Creating = false
 			s.st.Creating = false
@@ -868,9 +868,10 @@ func (c *Cmd) joinSteps() []hostStep {
 			return err
 		}, undo: c.destroyCgroup},
 		{name: "session control", do: func() error {
-			if c.held != nil {
+			if c.held != nil || c.passive {
 				// A snapshot's helper: PID 1 is frozen and could not
-				// answer; it cannot go idle meanwhile either.
+				// answer; it cannot go idle meanwhile either. A passive
+				// one may be ended by the session's end (then it fails).
 				return nil
 			}
 			ctl, err := dialControl(filepath.Join(dir, "ctl.sock"))
@@ -991,7 +992,8 @@ func (s *Session) Inspect() (*SessionInfo, error) {
 		info.Workspace = &WorkspaceInfo{Type: st.Workspace.Type, Path: WorkspacePath, SizeBytes: st.Workspace.SizeBytes}
 		if info.State == SessionRunning {
 			// Asked in the jail: the host resolves no path of it.
-			rep, err := s.fileOp(context.Background(), jailfs.Request{Op: jailfs.OpStatfs, Path: WorkspacePath}, nil, nil)
+			// Passive: asking how a session is must not keep it up.
+			rep, err := s.fileOpHeld(context.Background(), nil, true, jailfs.Request{Op: jailfs.OpStatfs, Path: WorkspacePath}, nil, nil)
 			if err == nil && rep.Statfs != nil {
 				info.Workspace.UsedBytes = &rep.Statfs.UsedBytes
 			} else {

@@ -119,7 +119,7 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 		}
 		return nil, fmt.Errorf("session %s: freeze: %w", s.id, err)
 	}
-	rep, err := s.fileOpHeld(ctx, &heldSession{dir, st}, jailfs.Request{Op: jailfs.OpGetTar, Path: WorkspacePath}, nil, out)
+	rep, err := s.fileOpHeld(ctx, &heldSession{dir, st}, false, jailfs.Request{Op: jailfs.OpGetTar, Path: WorkspacePath}, nil, out)
 	terr := thaw()
 	if terr == nil {
 		terr = os.Remove(filepath.Join(dir, frozenMark))
@@ -328,7 +328,7 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 		return err
 	}
 	defer f.Close()
-	if _, err := s.fileOpHeld(ctx, &heldSession{dir, st}, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, Clear: true, KeepLinks: true}, f, nil); err != nil {
+	if _, err := s.fileOpHeld(ctx, &heldSession{dir, st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, Clear: true, KeepLinks: true}, f, nil); err != nil {
 		return err
 	}
 	st.Parent = meta.ID
