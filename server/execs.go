@@ -90,6 +90,9 @@ type execEntry struct {
 	cmd                 *jail.Cmd
 	cancel              context.CancelFunc
 	ctx                 context.Context
+	// keepalive and writeTimeout are the server's Config.Keepalive and
+	// Config.StreamWriteTimeout.
+	keepalive, writeTimeout time.Duration
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and made anew at every change
@@ -283,7 +286,8 @@ func wantsStream(r *http.Request) streamFormat {
 // until the client goes: its error). An owner (registered by startExec,
 // before the command could write) holds the events it has not been sent
 // in the buffer; its end lets them go. A quiet stream gets a keepalive event (no seq)
-// every KeepaliveInterval; events dropped before from is sent are
+// every x.keepalive, and a client that does not take a write within
+// x.writeTimeout is gone (the error); events dropped before from is sent are
 // reported by one "lost" event (no seq) with their range.
 func (x *execEntry) follow(ctx context.Context, w http.ResponseWriter, from int, f streamFormat, owner bool) error {
 	if owner {
@@ -308,7 +312,7 @@ func (x *execEntry) follow(ctx context.Context, w http.ResponseWriter, from int,
 		return err
 	}
 	write := func(ev event) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(x.writeTimeout))
 		var err error
 		if f == sse {
 			if ev.seq > 0 {
@@ -322,7 +326,7 @@ func (x *execEntry) follow(ctx context.Context, w http.ResponseWriter, from int,
 		}
 		return err
 	}
-	tk := time.NewTicker(KeepaliveInterval)
+	tk := time.NewTicker(x.keepalive)
 	defer tk.Stop()
 	for {
 		x.mu.Lock()
@@ -485,7 +489,7 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &execEntry{id: newExecID(), session: sess.ID(), tenant: t.Name, argv: argv, started: time.Now(), ctx: ctx, cancel: cancel,
-		changed: make(chan struct{}), next: 1, ownerNext: 1}
+		changed: make(chan struct{}), next: 1, ownerNext: 1, keepalive: s.cfg.Keepalive, writeTimeout: s.cfg.StreamWriteTimeout}
 	if owned {
 		x.owners = 1
 	}

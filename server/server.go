@@ -46,12 +46,12 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxRuns      = 16
 	DefaultProfile      = "strict"
-	// KeepaliveInterval is how often a quiet event stream gets a
+	// DefaultKeepalive is how often a quiet event stream gets a
 	// keepalive event.
-	KeepaliveInterval = 15 * time.Second
-	// writeTimeout bounds each write of a streamed answer: a client that
-	// does not read cannot hold a run forever.
-	writeTimeout = 30 * time.Second
+	DefaultKeepalive = 15 * time.Second
+	// DefaultStreamWriteTimeout bounds each write of a streamed answer:
+	// a client that does not read cannot hold a command for ever.
+	DefaultStreamWriteTimeout = 30 * time.Second
 )
 
 // Config configures a Server.
@@ -74,6 +74,9 @@ type Config struct {
 	// Ready is false when a feature jail needs is missing.
 	Host  any
 	Ready bool
+	// Keepalive and StreamWriteTimeout are DefaultKeepalive and
+	// DefaultStreamWriteTimeout when 0.
+	Keepalive, StreamWriteTimeout time.Duration
 	// Policy is the tenants' policy (--tenants); nil: the built-in one.
 	Policy *Policy
 	// TCPPorts are the TCP ports the server listens on: no jail's egress
@@ -113,6 +116,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Keepalive <= 0 {
+		cfg.Keepalive = DefaultKeepalive
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), idem: newIdempotency()}
 	s.m.extra = s.writePoolMetrics
