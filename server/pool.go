@@ -91,36 +91,51 @@ func ParsePools(data []byte) (*PoolsFile, error) {
 	for i := range f.Pools {
 		p := &f.Pools[i]
 		at := fmt.Sprintf("pools[%d]", i)
-		switch {
-		case !validTenantName(p.Name):
-			return nil, fmt.Errorf("%s.name: %q: want 1 to 63 of [a-z0-9_.-] starting with a letter", at, p.Name)
-		case seen[p.Name]:
-			return nil, fmt.Errorf("%s.name: %q is named twice", at, p.Name)
-		case (p.Profile == "") == (p.Spec == nil):
-			return nil, fmt.Errorf("%s: give profile or spec", at)
-		case p.Profile != "" && !slices.Contains(profiles.Names(), p.Profile):
-			return nil, fmt.Errorf("%s.profile: %q is not a built-in profile (%s)", at, p.Profile, strings.Join(profiles.Names(), ", "))
-		case p.MinReady < 1 || p.MinReady > MaxPoolReady:
-			return nil, fmt.Errorf("%s.min_ready: %d: want 1 to %d", at, p.MinReady, MaxPoolReady)
-		case p.Max != 0 && (p.Max < p.MinReady || p.Max > MaxPoolMembers):
-			return nil, fmt.Errorf("%s.max: %d: want min_ready (%d) to %d", at, p.Max, p.MinReady, MaxPoolMembers)
-		case p.MaxAge < 0 || p.ReplenishDelay < 0:
-			return nil, fmt.Errorf("%s: max_age and replenish_delay are not negative", at)
+		if err := p.check(at); err != nil {
+			return nil, err
 		}
-		if p.Spec != nil {
-			if err := p.Spec.Validate(); err != nil {
-				return nil, fmt.Errorf("%s.spec: %w", at, err)
-			}
+		if seen[p.Name] {
+			return nil, fmt.Errorf("%s.name: %q is named twice", at, p.Name)
 		}
 		seen[p.Name] = true
-		if p.Max == 0 {
-			p.Max = min(2*p.MinReady, MaxPoolMembers)
-		}
-		if p.MaxAge == 0 {
-			p.MaxAge = jail.Duration(DefaultPoolMaxAge)
-		}
 	}
 	return &f, nil
+}
+
+// check validates a pool's configuration, naming what is wrong after at,
+// and fills in its defaults.
+func (p *PoolConfig) check(at string) error {
+	if at != "" {
+		at += "."
+	}
+	switch {
+	case !validTenantName(p.Name):
+		return fmt.Errorf("%sname: %q: want 1 to 63 of [a-z0-9_.-] starting with a letter", at, p.Name)
+	case (p.Profile == "") == (p.Spec == nil):
+		return fmt.Errorf("%sprofile: give profile or spec", at)
+	case p.Profile != "" && !slices.Contains(profiles.Names(), p.Profile):
+		return fmt.Errorf("%sprofile: %q is not a built-in profile (%s)", at, p.Profile, strings.Join(profiles.Names(), ", "))
+	case p.MinReady < 1 || p.MinReady > MaxPoolReady:
+		return fmt.Errorf("%smin_ready: %d: want 1 to %d", at, p.MinReady, MaxPoolReady)
+	case p.Max != 0 && (p.Max < p.MinReady || p.Max > MaxPoolMembers):
+		return fmt.Errorf("%smax: %d: want min_ready (%d) to %d", at, p.Max, p.MinReady, MaxPoolMembers)
+	case p.MaxAge < 0:
+		return fmt.Errorf("%smax_age: is negative", at)
+	case p.ReplenishDelay < 0:
+		return fmt.Errorf("%sreplenish_delay: is negative", at)
+	}
+	if p.Spec != nil {
+		if err := p.Spec.Validate(); err != nil {
+			return fmt.Errorf("%sspec: %w", at, err)
+		}
+	}
+	if p.Max == 0 {
+		p.Max = min(2*p.MinReady, MaxPoolMembers)
+	}
+	if p.MaxAge == 0 {
+		p.MaxAge = jail.Duration(DefaultPoolMaxAge)
+	}
+	return nil
 }
 
 // PoolInfo is what GET /v1/pools says of a pool.
@@ -155,10 +170,12 @@ func (m *member) discard() {
 }
 
 type pool struct {
-	cfg  PoolConfig
-	spec jail.Spec
-	s    *Server
-	wake chan struct{}
+	cfg    PoolConfig
+	spec   jail.Spec
+	s      *Server
+	wake   chan struct{}
+	cancel context.CancelFunc // stops its fillers
+	wg     sync.WaitGroup     // its fillers
 
 	mu     sync.Mutex
 	ready  []*member // oldest first
@@ -168,59 +185,89 @@ type pool struct {
 	stats  PoolInfo
 }
 
-// pools are the server's.
+// pools are the server's, by name: those of --pools, and those PUT.
 type pools struct {
+	mu     sync.Mutex
 	byName map[string]*pool
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+}
+
+func (ps *pools) get(name string) *pool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.byName[name]
+}
+
+// all returns the pools, by name.
+func (ps *pools) all() []*pool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := make([]*pool, 0, len(ps.byName))
+	for _, name := range sortedKeys(ps.byName) {
+		out = append(out, ps.byName[name])
+	}
+	return out
 }
 
 // startPools makes the pools of f and starts filling them.
 func (s *Server) startPools(f *PoolsFile) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.pools = &pools{byName: map[string]*pool{}, ctx: ctx, cancel: cancel}
 	for _, cfg := range f.Pools {
-		spec := jail.Spec{}
-		if cfg.Spec != nil {
-			spec = *cfg.Spec
-		} else {
-			p, err := profiles.Load(cfg.Profile)
-			if err != nil {
-				cancel()
-				return err
-			}
-			spec = p.Spec
+		p, err := s.newPool(cfg)
+		if err != nil {
+			s.Close()
+			return err
 		}
-		p := &pool{cfg: cfg, spec: spec, s: s, wake: make(chan struct{}, 1)}
 		s.pools.byName[cfg.Name] = p
-		for range min(poolFillers, cfg.MinReady) {
-			s.pools.wg.Add(1)
-			go p.fill(ctx, &s.pools.wg)
-		}
-		s.pools.wg.Add(1)
-		go p.recycle(ctx, &s.pools.wg)
 	}
 	return nil
+}
+
+// newPool makes a pool of cfg (checked) and starts filling it.
+func (s *Server) newPool(cfg PoolConfig) (*pool, error) {
+	spec := jail.Spec{}
+	if cfg.Spec != nil {
+		spec = *cfg.Spec
+	} else {
+		prof, err := profiles.Load(cfg.Profile)
+		if err != nil {
+			return nil, err
+		}
+		spec = prof.Spec
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pool{cfg: cfg, spec: spec, s: s, wake: make(chan struct{}, 1), cancel: cancel}
+	for range min(poolFillers, cfg.MinReady) {
+		p.wg.Add(1)
+		go p.fill(ctx, &p.wg)
+	}
+	p.wg.Add(1)
+	go p.recycle(ctx, &p.wg)
+	return p, nil
+}
+
+// stop stops the pool's fillers and discards its ready members; runs in
+// its members go on.
+func (p *pool) stop() {
+	p.cancel()
+	p.wg.Wait()
+	p.mu.Lock()
+	p.closed = true
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	for _, m := range ready {
+		m.discard()
+	}
 }
 
 // Close stops the pools' filling and discards their ready members; runs
 // under way go on.
 func (s *Server) Close() {
-	if s.pools == nil {
-		return
-	}
-	s.pools.cancel()
-	s.pools.wg.Wait()
-	for _, p := range s.pools.byName {
-		p.mu.Lock()
-		p.closed = true
-		ready := p.ready
-		p.ready = nil
-		p.mu.Unlock()
-		for _, m := range ready {
-			m.discard()
-		}
+	s.pools.mu.Lock()
+	all := s.pools.byName
+	s.pools.byName = map[string]*pool{}
+	s.pools.mu.Unlock()
+	for _, p := range all {
+		p.stop()
 	}
 }
 
@@ -372,10 +419,7 @@ func (p *pool) info() PoolInfo {
 // it. It returns the spec the run must have: the pool's, or, when the
 // tenant's policy changes it (a memory quota), that one (a miss).
 func (s *Server) poolFor(t Tenant, name string) (*pool, jail.Spec, *Error) {
-	var p *pool
-	if s.pools != nil {
-		p = s.pools.byName[name]
-	}
+	p := s.pools.get(name)
 	if p == nil {
 		return nil, jail.Spec{}, apiErr(CodeNotFound, "pool", "no pool %q", name)
 	}
@@ -475,23 +519,81 @@ func (s *Server) runPooled(r *http.Request, t Tenant, p *pool, spec jail.Spec, r
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 	out := []PoolInfo{}
-	if s.pools != nil {
-		for _, name := range sortedKeys(s.pools.byName) {
-			out = append(out, s.pools.byName[name].info())
-		}
+	for _, p := range s.pools.all() {
+		out = append(out, p.info())
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"pools": out})
 	return nil
 }
 
+// putPool serves PUT /v1/pools/{name} (admins only): the pool of the body
+// (a PoolConfig; its name, if given, the path's) is made and fills; one of
+// that name already there is replaced (its ready members discarded, its
+// runs under way go on).
+func (s *Server) putPool(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	if !t.Admin {
+		return apiErr(CodeForbidden, "", "tenant %s may not make pools: only the server's own user, root or an admin by the tenant policy", t.Name)
+	}
+	var cfg PoolConfig
+	if e := decode(r, w, s.cfg.MaxBodyBytes, &cfg); e != nil {
+		return e
+	}
+	name := r.PathValue("name")
+	if cfg.Name != "" && cfg.Name != name {
+		return apiErr(CodeBadRequest, "name", "name %q: the path names pool %q", cfg.Name, name)
+	}
+	cfg.Name = name
+	if err := cfg.check(""); err != nil {
+		field, _, _ := strings.Cut(err.Error(), ":")
+		return apiErr(CodeBadRequest, field, "%v", err)
+	}
+	if s.draining.Load() {
+		return apiErr(CodeCapacity, "", "the server is draining: it takes no new work")
+	}
+	p, err := s.newPool(cfg)
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	s.pools.mu.Lock()
+	old := s.pools.byName[name]
+	s.pools.byName[name] = p
+	s.pools.mu.Unlock()
+	status := http.StatusCreated
+	if old != nil {
+		old.stop()
+		status = http.StatusOK
+	}
+	writeJSON(w, status, p.info())
+	return nil
+}
+
+// deletePool serves DELETE /v1/pools/{name} (admins only).
+func (s *Server) deletePool(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	if !t.Admin {
+		return apiErr(CodeForbidden, "", "tenant %s may not remove pools: only the server's own user, root or an admin by the tenant policy", t.Name)
+	}
+	name := r.PathValue("name")
+	s.pools.mu.Lock()
+	p := s.pools.byName[name]
+	delete(s.pools.byName, name)
+	s.pools.mu.Unlock()
+	if p == nil {
+		return apiErr(CodeNotFound, "name", "no pool %q", name)
+	}
+	p.stop()
+	writeJSON(w, http.StatusOK, map[string]any{"name": name, "removed": true})
+	return nil
+}
+
 // writePoolMetrics writes each pool's ready members.
 func (s *Server) writePoolMetrics(w io.Writer) {
-	if s.pools == nil {
+	all := s.pools.all()
+	if len(all) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "# HELP jail_pool_ready Ready members of each warm pool.\n# TYPE jail_pool_ready gauge\n")
-	for _, name := range sortedKeys(s.pools.byName) {
-		in := s.pools.byName[name].info()
-		fmt.Fprintf(w, "jail_pool_ready%s %d\n", labelString([]string{"pool"}, []string{name}, "", ""), in.Ready)
+	for _, p := range all {
+		in := p.info()
+		fmt.Fprintf(w, "jail_pool_ready%s %d\n", labelString([]string{"pool"}, []string{in.Name}, "", ""), in.Ready)
 	}
 }

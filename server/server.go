@@ -125,6 +125,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), idem: newIdempotency()}
 	s.m.extra = s.writePoolMetrics
+	s.pools = &pools{byName: map[string]*pool{}}
 	if cfg.Pools != nil {
 		if err := s.startPools(cfg.Pools); err != nil {
 			return nil, err
@@ -241,6 +242,8 @@ func (s *Server) routes() []routeEntry {
 		{"POST /v1/run", ScopeRun, s.run},
 		{"POST /v1/runs:batch", ScopeRun, s.runBatch},
 		{"GET /v1/pools", ScopeRun, s.listPools},
+		{"PUT /v1/pools/{name}", ScopeRun, s.putPool},
+		{"DELETE /v1/pools/{name}", ScopeRun, s.deletePool},
 		{"POST /v1/sessions", ScopeSessions, s.createSession},
 		{"GET /v1/sessions", ScopeSessions, s.listSessions},
 		{"GET /v1/sessions/{id}", ScopeSessions, s.getSession},
