@@ -250,3 +250,43 @@ func TestServeRefusesUnsafeTCP(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(out)), "\n")+1, "one line: %s", out)
 	}
 }
+
+// hostIPv4 is an IPv4 address of this host that is not loopback.
+func hostIPv4(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no IPv4 address but loopback")
+	return ""
+}
+
+// TestServeUnreachableFromJails: with the server on every address, an
+// egress entry naming this host's address and the server's port is
+// refused before anything runs. (Traffic itself is not tried here: the
+// egress rules that refuse this host to broader entries are tested in
+// network_test.go, in namespaces that forward; this host does not.)
+func TestServeUnreachableFromJails(t *testing.T) {
+	requireRoot(t)
+	dir := openDir(t)
+	cert, key, _ := selfSigned(t, dir)
+	tokens := filepath.Join(dir, "tokens.yaml")
+	newToken(t, tokens, "ci", "run")
+	port := strconv.Itoa(freePort(t))
+	host := hostIPv4(t)
+	s := serve(t, openDir(t), "--listen", "tcp://0.0.0.0:"+port, "--tokens", tokens, "--tls-cert", cert, "--tls-key", key)
+	c, err := net.DialTimeout("tcp", host+":"+port, 5*time.Second)
+	require.NoError(t, err, "the server answers on %s:%s from the host", host, port)
+	c.Close()
+	for _, entry := range []string{host + ":" + port, host, "tcp/" + host + ":1-65535"} {
+		code, b := s.do(t, "POST", "/v1/run", `{"spec": {"network": {"mode": "egress", "allow": ["`+entry+`"]}}, "argv": ["/bin/true"]}`)
+		assert.Equal(t, http.StatusForbidden, code, "%s: %s", entry, b)
+		assert.Equal(t, "spec.network.allow[0]", apiError(t, b).Field)
+	}
+	code, b := s.do(t, "POST", "/v1/sessions", `{"spec": {"network": {"mode": "egress", "allow": ["`+host+`:`+port+`"]}}}`)
+	assert.Equal(t, http.StatusForbidden, code, "a session too: %s", b)
+}

@@ -87,7 +87,7 @@ type execEntry struct {
 	id, session, tenant string
 	argv                []string
 	started             time.Time
-	cmd                 *jail.Cmd
+	cmd                 *jail.Cmd // until it ended (under mu): its capture is then the Result's
 	cancel              context.CancelFunc
 	ctx                 context.Context
 	// keepalive and writeTimeout are the server's Config.Keepalive and
@@ -204,6 +204,9 @@ func (x *execEntry) finish(res *jail.Result, e *Error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.done, x.ended, x.result, x.err = true, time.Now(), res, e
+	// An ended exec is kept for ExecRetention: not its Cmd, whose capture
+	// buffers would double what its Result holds.
+	x.cmd = nil
 	x.trimLocked()
 	x.notifyLocked()
 }
@@ -755,10 +758,13 @@ func (s *Server) execSignal(w http.ResponseWriter, r *http.Request, t Tenant) *E
 	if e != nil {
 		return e
 	}
-	if x.info().State != ExecRunning {
+	x.mu.Lock()
+	c := x.cmd
+	x.mu.Unlock()
+	if c == nil {
 		return apiErr(CodeNotRunning, "", "exec %s has ended", x.id)
 	}
-	if err := x.cmd.Signal(sig); err != nil {
+	if err := c.Signal(sig); err != nil {
 		return apiErr(CodeNotRunning, "", "exec %s: %v", x.id, err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"signal": "SIG" + strings.TrimPrefix(strings.ToUpper(req.Signal), "SIG"), "sent": true})

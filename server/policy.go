@@ -199,10 +199,13 @@ func checkWorkspace(t Tenant, w *jail.Workspace) *Error {
 
 // checkReach refuses, for every tenant, an egress allow entry that would
 // open one of this host's own addresses on a TCP port the server listens
-// on: no jail reaches the server. (Host names resolved to this host open
-// nothing of it, and broader entries do not open its addresses: see
-// jail.Network.Allow.) The host network (admins only) reaches it, as it
-// reaches everything of the host.
+// on: no jail reaches the server. The egress rules open this host only to
+// an entry of one of its addresses, so that is what is refused, and, to
+// be safe, an entry that names the special range such an address lies in
+// (127.0.0.0/8, a private network); an entry that lies in no such range,
+// 0.0.0.0/0 for one, opens the internet and not this host, and is taken.
+// (Host names resolved to this host open nothing of it.) The host network
+// (admins only) reaches the server, as it reaches everything of the host.
 func (s *Server) checkReach(spec *jail.Spec, field string) *Error {
 	if len(s.cfg.TCPPorts) == 0 || spec.Network.Mode != jail.NetworkEgress {
 		return nil
@@ -225,7 +228,12 @@ func (s *Server) checkReach(spec *jail.Spec, field string) *Error {
 				if !ok {
 					continue
 				}
-				if ip, ok := netip.AddrFromSlice(ipn.IP); ok && d.Prefix.Contains(ip.Unmap()) {
+				ip, ok := netip.AddrFromSlice(ipn.IP)
+				if !ok || !d.Prefix.Contains(ip.Unmap()) {
+					continue
+				}
+				r, special := netns.SpecialRange(ip.Unmap())
+				if d.Prefix.IsSingleIP() || special && r.Bits() <= d.Prefix.Bits() {
 					f := field + ".network.allow[" + strconv.Itoa(i) + "]"
 					return apiErr(CodeForbidden, f, "%s %q: opens this host's %s on port %d, where jail serve listens: no jail may reach the server", f, entry, ip.Unmap(), port)
 				}

@@ -247,7 +247,9 @@ func TestCheckReach(t *testing.T) {
 			assert.Equal(t, "spec.network.allow[1]", e.Field)
 		}
 	}
-	for _, ok := range []string{"127.0.0.1:8080", "udp/127.0.0.1:8443", "10.1.2.3:8443", "example.invalid:8443"} {
+	// 0.0.0.0/0 opens the internet, never this host (the egress rules
+	// open it only to an entry of one of its addresses).
+	for _, ok := range []string{"127.0.0.1:8080", "udp/127.0.0.1:8443", "10.1.2.3:8443", "example.invalid:8443", "0.0.0.0/0", "0.0.0.0/0:8443"} {
 		assert.Nil(t, s.checkReach(egress(ok), "spec"), ok)
 	}
 	s.cfg.TCPPorts = nil
