@@ -153,14 +153,22 @@ func (w Workspace) apply(spec Spec, hostDir string) (Spec, error) {
 }
 
 // SessionUpdate is what [Session.Update] changes of a session: each field
-// that is not nil. The deadlines (TTL, idle timeout) are its PID 1's
-// kernel timers, armed at create, and cannot be changed.
+// that is not nil.
 type SessionUpdate struct {
 	// Labels replace the session's.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Env and Cwd replace the defaults of its commands.
 	Env []string `json:"env,omitempty"`
 	Cwd *string  `json:"cwd,omitempty"`
+	// TTL replaces the session's TTL, counted as at create from when the
+	// session started (so it may lengthen or shorten it; one that has
+	// already passed is refused); 0 removes it. IdleTimeout replaces the
+	// idle timeout (0: none), counted from the end of this update, which
+	// is activity. Both are its PID 1's kernel timers, changed through its
+	// control socket: a session made by a jail older than this field
+	// answers ErrNotSupported.
+	TTL         *time.Duration `json:"ttl,omitempty"`
+	IdleTimeout *time.Duration `json:"idle_timeout,omitempty"`
 }
 
 // ValidSessionID reports whether id can name a session: 1 to 63 of

@@ -1081,6 +1081,12 @@ func (s *Session) Touch() error {
 // (a *SpecError naming the field).
 func (s *Session) Update(u SessionUpdate) error {
 	spec := SessionSpec{Labels: u.Labels}
+	if u.TTL != nil {
+		spec.TTL = *u.TTL
+	}
+	if u.IdleTimeout != nil {
+		spec.IdleTimeout = *u.IdleTimeout
+	}
 	if err := spec.validate(); err != nil {
 		return err
 	}
@@ -1089,6 +1095,11 @@ func (s *Session) Update(u SessionUpdate) error {
 		return err
 	}
 	defer lock.Close()
+	if u.TTL != nil || u.IdleTimeout != nil {
+		if err := s.setDeadlines(dir, st, u.TTL, u.IdleTimeout); err != nil {
+			return err
+		}
+	}
 	next := st.Spec
 	if u.Env != nil {
 		next.Env = u.Env
@@ -1111,6 +1122,46 @@ func (s *Session) Update(u SessionUpdate) error {
 		}
 	}
 	return writeState(dir, st)
+}
+
+// setDeadlines has the session's PID 1 re-arm its timers (see
+// SessionUpdate), and records them in st. The caller holds the lock.
+func (s *Session) setDeadlines(dir string, st *sessionState, ttl, idle *time.Duration) error {
+	if st.Paused {
+		return fmt.Errorf("session %s is paused (resume it first): %w", s.id, ErrNotRunning)
+	}
+	var left *time.Duration // the TTL from now
+	if ttl != nil {
+		d := *ttl
+		if d > 0 {
+			if d = time.Until(st.CreatedAt.Add(*ttl)); d <= 0 {
+				return &SpecError{Field: "ttl", Value: ttl.String(), Err: fmt.Errorf("has passed: the session started %s ago", time.Since(st.CreatedAt).Round(time.Millisecond))}
+			}
+		}
+		left = &d
+	}
+	ctl, err := dialControl(filepath.Join(dir, "ctl.sock"))
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.id, err)
+	}
+	defer ctl.Close()
+	if _, err := ctl.Write(nsexec.Deadlines(left, idle)); err != nil {
+		return fmt.Errorf("session %s: control socket: %w", s.id, err)
+	}
+	var b [1]byte // dialControl set a receive timeout
+	if n, err := ctl.Read(b[:]); err != nil || n != 1 {
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, unix.EAGAIN) {
+			return fmt.Errorf("session %s: its PID 1 does not change deadlines (the session was made by an older jail): %w", s.id, ErrNotSupported)
+		}
+		return fmt.Errorf("session %s: control socket: no answer (%v): %w", s.id, err, ErrNotRunning)
+	}
+	if ttl != nil {
+		st.TTL = *ttl
+	}
+	if idle != nil {
+		st.IdleTimeout = *idle
+	}
+	return nil
 }
 
 // SetAllow replaces an egress session's allow-list while it runs, in one

@@ -208,8 +208,8 @@ func TestServeBatch(t *testing.T) {
 	assert.Equal(t, "runs", apiError(t, b).Field)
 }
 
-// TestServeSessionPatch: PATCH changes labels and the commands' default
-// env and cwd, and refuses the deadlines; :touch keeps an idle session up.
+// TestServeSessionPatch: PATCH changes labels, the commands' default env
+// and cwd, and the deadlines; :touch keeps an idle session up.
 func TestServeSessionPatch(t *testing.T) {
 	requireRoot(t)
 	s := serve(t, openDir(t))
@@ -224,9 +224,13 @@ func TestServeSessionPatch(t *testing.T) {
 	code, b = s.do(t, "POST", "/v1/sessions/p1/exec", `{"shell": "echo $A; pwd"}`)
 	require.Equal(t, http.StatusOK, code, "%s", b)
 	assert.Contains(t, string(b), `"stdout": "2\n/tmp\n"`)
-	code, b = s.do(t, "PATCH", "/v1/sessions/p1", `{"ttl": "1h"}`)
-	assert.Equal(t, http.StatusUnprocessableEntity, code, "%s", b)
+	// A TTL that has passed is refused, naming it; a negative one too.
+	code, b = s.do(t, "PATCH", "/v1/sessions/p1", `{"ttl": "1ms"}`)
+	assert.Equal(t, http.StatusBadRequest, code, "%s", b)
 	assert.Equal(t, "ttl", apiError(t, b).Field)
+	code, b = s.do(t, "PATCH", "/v1/sessions/p1", `{"idle_timeout": "-1s"}`)
+	assert.Equal(t, http.StatusBadRequest, code, "%s", b)
+	assert.Equal(t, "idle_timeout", apiError(t, b).Field)
 	code, b = s.do(t, "PATCH", "/v1/sessions/p1", `{"cwd": "tmp"}`)
 	assert.Equal(t, http.StatusBadRequest, code, "%s", b)
 	code, b = s.do(t, "PATCH", "/v1/sessions/p1", `{"labels": {"": "x"}}`)
@@ -249,4 +253,31 @@ func TestServeSessionPatch(t *testing.T) {
 	}, 12*time.Second, 100*time.Millisecond)
 	code, b = s.do(t, "POST", "/v1/sessions/p1:touch", "")
 	assert.Contains(t, []int{http.StatusNotFound, http.StatusConflict}, code, "%s", b)
+
+	// The deadlines change in PID 1: an idle timeout removed and a TTL of
+	// 2 s set keep it up past its old idle timeout and end it at the TTL;
+	// a shortened idle timeout ends it sooner than its creation said.
+	code, b = s.do(t, "POST", "/v1/sessions", `{"id": "p2", "idle_timeout": "1s"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	code, b = s.do(t, "PATCH", "/v1/sessions/p2", `{"idle_timeout": 0, "ttl": "2500ms"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"ttl_ms": 2500`)
+	assert.Contains(t, string(b), `"idle_timeout_ms": 0`)
+	time.Sleep(1800 * time.Millisecond)
+	code, b = s.do(t, "GET", "/v1/sessions/p2", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, string(b), `"state": "running"`, "the idle timeout it was made with was removed")
+	require.Eventually(t, func() bool {
+		code, b := s.do(t, "GET", "/v1/sessions/p2", "")
+		return code == http.StatusNotFound || strings.Contains(string(b), `"state": "exited"`)
+	}, 3*time.Second, 50*time.Millisecond, "the new TTL ends it")
+
+	code, b = s.do(t, "POST", "/v1/sessions", `{"id": "p3", "idle_timeout": "1h"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	code, b = s.do(t, "PATCH", "/v1/sessions/p3", `{"idle_timeout": "500ms"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.Eventually(t, func() bool {
+		code, b := s.do(t, "GET", "/v1/sessions/p3", "")
+		return code == http.StatusNotFound || strings.Contains(string(b), `"state": "exited"`)
+	}, 5*time.Second, 50*time.Millisecond, "the shorter idle timeout ends it")
 }

@@ -48,6 +48,8 @@ var cConstants = map[string]int64{
 	"PLAN_PIDNS":                 C.PLAN_PIDNS,
 	"PLAN_NETFILTER":             C.PLAN_NETFILTER,
 	"SIG_KILL_JOINED":            C.SIG_KILL_JOINED,
+	"CTL_DEADLINES":              C.CTL_DEADLINES,
+	"CTL_DEADLINES_LEN":          C.CTL_DEADLINES_LEN,
 	"PLAN_SETGROUPS":             C.PLAN_SETGROUPS,
 	"OP_BIND":                    C.OP_BIND,
 	"OP_SETATTR":                 C.OP_SETATTR,

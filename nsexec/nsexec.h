@@ -117,6 +117,14 @@ struct plan {
 	size_t nlandlock;
 };
 
+/* A connection to a session's control socket may send one CTL_DEADLINES
+ * packet: the byte 'D', then the TTL from now and the idle timeout, each a
+ * uint64 of milliseconds in host byte order, CTL_KEEP to leave it as it is,
+ * 0 for none. PID 1 answers "1" once they hold. */
+#define CTL_DEADLINES 'D'
+#define CTL_DEADLINES_LEN 17
+#define CTL_KEEP UINT64_MAX
+
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */
 enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED, MSG_SECCOMP, MSG_PTY };
 #define SECCOMP_EV_KILLED 1   /* MSG_SECCOMP aux: PID 1 killed the caller */

@@ -3,6 +3,7 @@ package nsexec
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ func TestConstantsMatchC(t *testing.T) {
 		"PLAN_PIDNS":                 int64(FlagPIDNS),
 		"PLAN_NETFILTER":             int64(FlagNetfilter),
 		"SIG_KILL_JOINED":            int64(KillJoinedSignal),
+		"CTL_DEADLINES":              ctlDeadlines,
+		"CTL_DEADLINES_LEN":          ctlDeadlinesLen,
 		"PLAN_SETGROUPS":             int64(FlagSetgroups),
 		"OP_BIND":                    int64(OpBind),
 		"OP_SETATTR":                 int64(OpSetattr),
@@ -319,4 +322,16 @@ func FuzzDecode(f *testing.F) {
 			assert.NoError(t, err)
 		}
 	})
+}
+
+func TestDeadlines(t *testing.T) {
+	ttl, idle := 1500*time.Microsecond, time.Duration(0)
+	b := Deadlines(&ttl, &idle)
+	require.Len(t, b, ctlDeadlinesLen)
+	assert.Equal(t, byte('D'), b[0])
+	assert.Equal(t, uint64(2), binary.NativeEndian.Uint64(b[1:]), "rounded up: never earlier")
+	assert.Equal(t, uint64(0), binary.NativeEndian.Uint64(b[9:]), "0: none")
+	b = Deadlines(nil, &ttl)
+	assert.Equal(t, uint64(math.MaxUint64), binary.NativeEndian.Uint64(b[1:]), "nil: kept")
+	assert.Equal(t, uint64(2), binary.NativeEndian.Uint64(b[9:]))
 }

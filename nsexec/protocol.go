@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"syscall"
+	"time"
 )
 
 // Fixed facts of the child protocol. nsexec.h holds the same values;
@@ -55,6 +57,29 @@ func ExtraFD(cgroupFDs, sources uint32) int { return CgroupFD + int(cgroupFDs) +
 // session's command, whose processes a SIGKILL of the helper alone would
 // leave running, reparented to the session's PID 1.
 const KillJoinedSignal = syscall.Signal(62)
+
+// Deadlines is the packet that changes a session's deadlines, sent on a
+// connection to its control socket; its PID 1 answers "1" once they hold.
+// A nil duration leaves that deadline as it is, 0 ends it; ttl counts
+// from now. Durations are rounded up to whole milliseconds: never earlier.
+func Deadlines(ttl, idle *time.Duration) []byte {
+	b := make([]byte, ctlDeadlinesLen)
+	b[0] = ctlDeadlines
+	for i, d := range []*time.Duration{ttl, idle} {
+		v := uint64(ctlKeep)
+		if d != nil {
+			v = uint64((*d + time.Millisecond - 1) / time.Millisecond)
+		}
+		binary.NativeEndian.PutUint64(b[1+8*i:], v)
+	}
+	return b
+}
+
+const (
+	ctlDeadlines    = 'D'
+	ctlDeadlinesLen = 17
+	ctlKeep         = math.MaxUint64
+)
 
 // Namespace flags a join plan may enter (Plan.JoinNS), as clone(2) names them.
 const (

@@ -21,7 +21,9 @@ static int arm(int fd, uint64_t ms)
  * SIGTERM, SIGINT or SIGHUP comes from outside the jail. Then it exits and
  * the kernel kills every process of the jail and tears its namespaces
  * down. The deadlines are kernel timers of this process, so they hold with
- * no jail process running on the host. */
+ * no jail process running on the host; a CTL_DEADLINES packet on a control
+ * connection (from the host: the socket is in the state directory) changes
+ * them. */
 int session_loop(struct plan *p)
 {
 	sigset_t set;
@@ -59,8 +61,21 @@ int session_loop(struct plan *p)
 		}
 		for (int i = nconns - 1; i >= 0; i--) {
 			if (!fds[4 + i].revents) continue;
-			char c;
-			if (recv(conns[i], &c, 1, MSG_DONTWAIT) > 0) continue; /* nothing is said on it */
+			unsigned char b[32];
+			ssize_t n = recv(conns[i], b, sizeof b, MSG_DONTWAIT);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+			if (n == CTL_DEADLINES_LEN && b[0] == CTL_DEADLINES) {
+				uint64_t t, d;
+				memcpy(&t, b + 1, 8);
+				memcpy(&d, b + 9, 8);
+				/* The idle timer is disarmed while this connection
+				 * is held; its end arms it with the new timeout. */
+				if (t != CTL_KEEP && arm(ttl, t) < 0) return -1;
+				if (d != CTL_KEEP) p->idle_ms = d;
+				(void)send(conns[i], "1", 1, MSG_NOSIGNAL);
+				continue;
+			}
+			if (n > 0) continue; /* nothing else is said on it */
 			close(conns[i]);
 			conns[i] = conns[--nconns];
 			if (nconns == 0 && p->idle_ms && arm(idle, p->idle_ms) < 0) return -1;

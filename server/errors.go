@@ -84,7 +84,7 @@ func asAPIError(err error, field string) *Error {
 			f = field + "." + f
 		}
 		return apiErr(CodeBadRequest, f, "%s", err.Error())
-	case errors.As(err, &fe):
+	case errors.As(err, &fe), errors.Is(err, jail.ErrNotSupported):
 		return apiErr(CodeUnenforceable, "", "%s", err.Error())
 	case errors.Is(err, jail.ErrNotFound):
 		return apiErr(CodeNotFound, "", "%s", err.Error())

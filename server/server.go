@@ -786,8 +786,9 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t Tenant)
 }
 
 // PatchRequest is the body of PATCH /v1/sessions/{id}: labels (replaced),
-// and the default env and cwd of its commands. TTL and IdleTimeout are
-// refused (422): a session's deadlines are its PID 1's timers.
+// the default env and cwd of its commands, and its deadlines: ttl (from
+// when it started; 0 removes it) and idle_timeout (from now; 0: none), as
+// [jail.SessionUpdate] has them.
 type PatchRequest struct {
 	jail.SessionUpdate
 	TTL         *jail.Duration `json:"ttl,omitempty"`
@@ -799,11 +800,13 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, t Tenant) 
 	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
 		return e
 	}
-	switch {
-	case req.TTL != nil:
-		return apiErr(CodeUnenforceable, "ttl", "ttl: a session's deadlines are its PID 1's kernel timers, armed when it was made; this version cannot change them (:touch restarts the idle timeout)")
-	case req.IdleTimeout != nil:
-		return apiErr(CodeUnenforceable, "idle_timeout", "idle_timeout: a session's deadlines are its PID 1's kernel timers, armed when it was made; this version cannot change them (:touch restarts the idle timeout)")
+	if req.TTL != nil {
+		d := time.Duration(*req.TTL)
+		req.SessionUpdate.TTL = &d
+	}
+	if req.IdleTimeout != nil {
+		d := time.Duration(*req.IdleTimeout)
+		req.SessionUpdate.IdleTimeout = &d
 	}
 	sess, e := s.session(r, t)
 	if e != nil {

@@ -330,28 +330,78 @@ func newSessionPause(m func() *jail.Sessions, pause bool) *cobra.Command {
 }
 
 func newSessionUpdate(m func() *jail.Sessions) *cobra.Command {
-	var allow []string
+	var allow, labels []string
+	var ttl, idle time.Duration
 	cmd := &cobra.Command{
-		Use:   "update ID --allow DEST...",
-		Short: "Replace a running egress session's allow-list",
-		Long: `update replaces the allow-list of a session made with --net egress, in one transaction of its rules:
+		Use:   "update ID [--ttl D] [--idle-timeout D] [--label KEY=VALUE]... [--allow DEST]...",
+		Short: "Change a running session's deadlines, labels or egress allow-list",
+		Long: `update changes a running session.
+
+--ttl replaces its TTL, counted from when the session started, as at create (so it lengthens or
+shortens it; a TTL that has already passed is refused; 0 removes it). --idle-timeout replaces its idle
+timeout (0: none), counted from now: an update is activity. Both are kernel timers of the session's
+PID 1, changed through its control socket; a session made by an older jail cannot change them.
+
+--label replaces all of its labels with the ones given.
+
+--allow replaces the allow-list of a session made with --net egress, in one transaction of its rules:
 its commands reach what the new list names from then on, and a connection to a destination no longer
 listed is refused at its next packet. DEST is as for --allow of run; host names are limited to those
 the session was made with (they are pinned in its /etc/hosts, with the addresses they had then).`,
-		Example: `  jail session update "$id" --allow 10.0.0.5:443 --allow udp/10.0.0.53:53`,
-		Args:    cobra.ExactArgs(1),
+		Example: `  jail session update "$id" --ttl 2h --idle-timeout 15m
+  jail session update "$id" --allow 10.0.0.5:443 --allow udp/10.0.0.53:53`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(allow) == 0 {
+			fl := cmd.Flags()
+			var u jail.SessionUpdate
+			if fl.Changed("ttl") {
+				if ttl < 0 {
+					return usageError("--ttl: want a duration of 0 or more")
+				}
+				u.TTL = &ttl
+			}
+			if fl.Changed("idle-timeout") {
+				if idle < 0 {
+					return usageError("--idle-timeout: want a duration of 0 or more")
+				}
+				u.IdleTimeout = &idle
+			}
+			if fl.Changed("label") {
+				l, err := parseLabels(labels)
+				if err != nil {
+					return err
+				}
+				if l == nil {
+					l = map[string]string{}
+				}
+				u.Labels = l
+			}
+			if fl.Changed("allow") && len(allow) == 0 {
 				return usageError("--allow: give the new list, one or more destinations")
+			}
+			if u.TTL == nil && u.IdleTimeout == nil && u.Labels == nil && len(allow) == 0 {
+				return usageError("update: give what to change: --ttl, --idle-timeout, --label or --allow")
 			}
 			s, err := m().Get(args[0])
 			if err != nil {
 				return sessionError(err)
 			}
-			return sessionError(s.SetAllow(allow))
+			if len(allow) > 0 {
+				if err := s.SetAllow(allow); err != nil {
+					return sessionError(err)
+				}
+			}
+			if u.TTL == nil && u.IdleTimeout == nil && u.Labels == nil {
+				return nil
+			}
+			return sessionError(s.Update(u))
 		},
 	}
-	cmd.Flags().StringArrayVar(&allow, "allow", nil, "a destination of the new list: `[tcp/|udp/]DEST[:PORT[-PORT]]` (repeatable)")
+	fl := cmd.Flags()
+	fl.DurationVar(&ttl, "ttl", 0, "the session's new TTL, from when it started (0: none)")
+	fl.DurationVar(&idle, "idle-timeout", 0, "the session's new idle timeout, from now (0: none)")
+	fl.StringArrayVar(&labels, "label", nil, "a `KEY=VALUE` label; the ones given replace all of the session's (repeatable)")
+	fl.StringArrayVar(&allow, "allow", nil, "a destination of the new allow-list: `[tcp/|udp/]DEST[:PORT[-PORT]]` (repeatable)")
 	return cmd
 }
 
