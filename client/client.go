@@ -164,6 +164,26 @@ func (c *Client) Session(ctx context.Context, id string) (*jail.SessionInfo, err
 	return &info, c.do(ctx, "GET", "/v1/sessions/"+url.PathEscape(id), nil, "", &info)
 }
 
+// UpdateSession changes a session (PATCH): the fields of u that are not
+// nil, as jail.Session.Update does.
+func (c *Client) UpdateSession(ctx context.Context, id string, u jail.SessionUpdate) (*jail.SessionInfo, error) {
+	req := server.PatchRequest{SessionUpdate: u}
+	if u.TTL != nil {
+		d := jail.Duration(*u.TTL)
+		req.TTL = &d
+	}
+	if u.IdleTimeout != nil {
+		d := jail.Duration(*u.IdleTimeout)
+		req.IdleTimeout = &d
+	}
+	body, err := jsonBody(req)
+	if err != nil {
+		return nil, err
+	}
+	var info jail.SessionInfo
+	return &info, c.do(ctx, "PATCH", "/v1/sessions/"+url.PathEscape(id), body, "application/json", &info)
+}
+
 // RemoveSession ends a session and removes it.
 func (c *Client) RemoveSession(ctx context.Context, id string) error {
 	return c.do(ctx, "DELETE", "/v1/sessions/"+url.PathEscape(id), nil, "", nil)

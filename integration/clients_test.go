@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,6 +58,12 @@ func TestGoClient(t *testing.T) {
 	list, err := c.Sessions(ctx, map[string]string{"k": "v"})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
+	ttl, idle := time.Hour, 10*time.Minute
+	info, err = c.UpdateSession(ctx, "g1", jail.SessionUpdate{Labels: map[string]string{"k": "w"}, TTL: &ttl, IdleTimeout: &idle})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"k": "w"}, info.Labels)
+	assert.Equal(t, ttl.Milliseconds(), info.TTLMS)
+	assert.Equal(t, idle.Milliseconds(), info.IdleTimeoutMS)
 	require.NoError(t, c.RemoveFile(ctx, "g1", "/workspace/in.txt", false))
 
 	// In the background: stdin written later, events followed from 1.

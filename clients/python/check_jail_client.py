@@ -27,6 +27,8 @@ try:
 except JailError as e:
     assert e.code == "ALREADY_EXISTS", e
 assert [x["id"] for x in c.sessions(**{"from": "python"})] == ["py1"]
+s = c.update_session("py1", labels={"from": "python", "v": "2"}, ttl="1h", idle_timeout=600)
+assert s["labels"] == {"from": "python", "v": "2"} and s["ttl_ms"] == 3600000 and s["idle_timeout_ms"] == 600000, s
 
 c.put_file("py1", "/workspace/app/main.sh", b"#!/bin/sh\necho main $1\necho err >&2\n", mode="0755", mkdir=True)
 assert c.get_file("py1", "/workspace/app/main.sh").startswith(b"#!/bin/sh")

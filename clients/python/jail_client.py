@@ -127,10 +127,19 @@ class Client:
             extra["pool"] = pool
         return self._json("POST", "/v1/run", self._command(argv, shell, stdin, timeout, extra))
 
-    def create_session(self, id=None, labels=None, profile=None, spec=None, ttl=None, idle_timeout=None):
+    def create_session(self, id=None, labels=None, profile=None, spec=None, ttl=None, idle_timeout=None, pool=None):
+        """Create a session (from a warm pool of sessions with pool=: the answer's "pool" says hit or miss).
+        ttl and idle_timeout are Go durations ("10m") or seconds."""
         req = {k: v for k, v in (("id", id), ("labels", labels), ("profile", profile), ("spec", spec),
-                                 ("ttl", ttl), ("idle_timeout", idle_timeout)) if v is not None}
+                                 ("ttl", ttl), ("idle_timeout", idle_timeout), ("pool", pool)) if v is not None}
         return self._json("POST", "/v1/sessions", req)
+
+    def update_session(self, id, labels=None, env=None, cwd=None, ttl=None, idle_timeout=None):
+        """Change a session: labels (replaced), its commands' default env and cwd, its TTL (from its
+        start; 0: none) and idle timeout (from now; 0: none). Returns the session's document."""
+        req = {k: v for k, v in (("labels", labels), ("env", env), ("cwd", cwd), ("ttl", ttl),
+                                 ("idle_timeout", idle_timeout)) if v is not None}
+        return self._json("PATCH", "/v1/sessions/" + urllib.parse.quote(id, safe=""), req)
 
     def sessions(self, **labels):
         q = urllib.parse.urlencode([("label", "%s=%s" % kv) for kv in labels.items()])
