@@ -277,6 +277,10 @@ type SessionInfo struct {
 	Workspace *WorkspaceInfo `json:"workspace"`
 	// Isolation says what is in force, as in a run's report.
 	Isolation Isolation `json:"isolation"`
+	// Pool is set only in jail serve's answer to a create that named a
+	// warm pool: "hit" (the session was a ready member) or "miss" (it was
+	// made cold).
+	Pool string `json:"pool,omitempty"`
 }
 
 // WorkspaceInfo describes a session's workspace.

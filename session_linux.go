@@ -1124,6 +1124,64 @@ func (s *Session) Update(u SessionUpdate) error {
 	return writeState(dir, st)
 }
 
+// Adopt moves the running session id of src into m, as a session made
+// now: under ss.ID (a new id when empty), with ss.Labels, and ss.TTL and
+// ss.IdleTimeout counted from now; the rest of ss is not used (the
+// session keeps its spec and workspace). It is how a warm pool of
+// sessions hands one out: a claim costs a rename and one message to PID 1.
+// Both directories must be on one file system. It returns an error
+// wrapping ErrExists for an id in use in m, ErrNotFound or ErrNotRunning
+// for a session of src that is gone; then the session is left in src.
+func (m *Sessions) Adopt(src *Sessions, id string, ss SessionSpec) (*Session, error) {
+	ss.Spec, ss.Workspace, ss.From = Spec{}, Workspace{}, ""
+	if err := ss.validate(); err != nil {
+		return nil, err
+	}
+	if ss.ID == "" {
+		ss.ID = newSessionID()
+	}
+	base, err := m.dir()
+	if err != nil {
+		return nil, err
+	}
+	from := &Session{m: src, id: id}
+	dir, st, lock, err := from.lockLive()
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	now := time.Now().UTC()
+	st.CreatedAt = now
+	ttl, idle := ss.TTL, ss.IdleTimeout
+	if err := from.setDeadlines(dir, st, &ttl, &idle); err != nil {
+		return nil, err
+	}
+	to := filepath.Join(base, ss.ID)
+	err = unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if err == unix.EEXIST {
+		// An ended session of that id leaves its directory until someone
+		// looks: Get removes it then.
+		if _, gerr := m.Get(ss.ID); !errors.Is(gerr, ErrNotFound) {
+			return nil, fmt.Errorf("session %s: %w", ss.ID, ErrExists)
+		}
+		err = unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	}
+	if err != nil {
+		if err == unix.EEXIST {
+			return nil, fmt.Errorf("session %s: %w", ss.ID, ErrExists)
+		}
+		return nil, &os.LinkError{Op: "rename", Old: dir, New: to, Err: err}
+	}
+	st.ID, st.Labels = ss.ID, ss.Labels
+	if err := writeState(to, st); err != nil {
+		// Not a session of m without its state: back where it was, for
+		// its owner to remove.
+		_ = unix.Renameat2(unix.AT_FDCWD, to, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE)
+		return nil, err
+	}
+	return &Session{m: m, id: ss.ID, st: *st}, nil
+}
+
 // setDeadlines has the session's PID 1 re-arm its timers (see
 // SessionUpdate), and records them in st. The caller holds the lock.
 func (s *Session) setDeadlines(dir string, st *sessionState, ttl, idle *time.Duration) error {

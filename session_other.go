@@ -35,6 +35,11 @@ func (m *Sessions) Create(context.Context, SessionSpec) (*Session, error) {
 // Get returns ErrNotSupported.
 func (m *Sessions) Get(string) (*Session, error) { return nil, ErrNotSupported }
 
+// Adopt moves a session of src into m; see the Linux version.
+func (m *Sessions) Adopt(*Sessions, string, SessionSpec) (*Session, error) {
+	return nil, ErrNotSupported
+}
+
 // List returns ErrNotSupported.
 func (m *Sessions) List(map[string]string) ([]*Session, error) { return nil, ErrNotSupported }
 

@@ -243,3 +243,147 @@ func (s *served) stop(t *testing.T) {
 		t.Fatalf("jail serve did not stop within 30 s of SIGTERM:\n%s", s.log)
 	}
 }
+
+// TestServeSessionPools: a session create that names a pool of sessions
+// takes a member built ahead (hit), moved to the tenant with the request's
+// id, labels and deadlines (counted from now: the member's own TTL no
+// longer holds); with none ready it is made cold (miss); members are never
+// shared; run and session pools are not mixed up; the server's end removes
+// the ready members, and a server killed outright leaves them to the next
+// one, which removes them.
+func TestServeSessionPools(t *testing.T) {
+	requireRoot(t)
+	before := allJailCgroups()
+	dir := openDir(t)
+	file := filepath.Join(dir, "pools.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`
+pools:
+  - {name: sess, kind: session, profile: strict, min_ready: 2}
+  - {name: solo, kind: session, profile: strict, min_ready: 1, max: 1, replenish_delay: 1h, workspace: {type: none}}
+  - {name: runs, profile: strict, min_ready: 1}
+`), 0o644))
+	state := openDir(t)
+	s := serve(t, state, "--pools", file)
+	require.Eventually(t, func() bool {
+		p := s.pools(t)
+		return p["sess"].Ready == 2 && p["solo"].Ready == 1 && p["runs"].Ready == 1
+	}, 30*time.Second, 20*time.Millisecond, "the pools fill")
+	assert.Equal(t, server.PoolSession, s.pools(t)["sess"].Kind)
+	members := func(pool string) []string {
+		list, err := (&jail.Sessions{Dir: filepath.Join(state, "pools", pool, "sessions")}).List(nil)
+		require.NoError(t, err)
+		var ids []string
+		for _, sess := range list {
+			ids = append(ids, sess.ID())
+		}
+		return ids
+	}
+	ready := members("sess")
+	require.Len(t, ready, 2)
+
+	created := func(code int, b []byte) jail.SessionInfo {
+		t.Helper()
+		require.Equal(t, http.StatusCreated, code, "%s", b)
+		var info jail.SessionInfo
+		require.NoError(t, json.Unmarshal(b, &info))
+		return info
+	}
+	t0 := time.Now()
+	info := created(s.do(t, "POST", "/v1/sessions", `{"pool": "sess", "id": "a", "labels": {"k": "v"}, "ttl": "3s", "idle_timeout": "1h"}`))
+	assert.Equal(t, jail.PoolHit, info.Pool)
+	assert.Equal(t, "a", info.ID)
+	assert.Equal(t, map[string]string{"k": "v"}, info.Labels)
+	assert.Equal(t, int64(3000), info.TTLMS)
+	assert.WithinDuration(t, time.Now(), info.CreatedAt, 5*time.Second, "created when claimed")
+	assert.NotContains(t, members("sess"), "a")
+	code, b := s.do(t, "POST", "/v1/sessions/a/exec", `{"shell": "pwd; echo x > f; cat f"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"stdout": "/workspace\nx\n"`)
+	code, b = s.do(t, "GET", "/v1/sessions?label=k=v", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, string(b), `"id": "a"`)
+
+	// Another member is another jail: none of a's files.
+	info = created(s.do(t, "POST", "/v1/sessions", `{"pool": "sess", "id": "b"}`))
+	assert.Equal(t, jail.PoolHit, info.Pool)
+	code, b = s.do(t, "POST", "/v1/sessions/b/exec", `{"shell": "ls -A"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"stdout": ""`)
+	// An id in use is refused; the pool refills.
+	code, b = s.do(t, "POST", "/v1/sessions", `{"pool": "sess", "id": "b"}`)
+	assert.Equal(t, http.StatusConflict, code, "%s", b)
+	require.Eventually(t, func() bool { return s.pools(t)["sess"].Ready == 2 }, 30*time.Second, 20*time.Millisecond)
+
+	// With none ready: made cold, with the pool's spec and workspace.
+	info = created(s.do(t, "POST", "/v1/sessions", `{"pool": "solo"}`))
+	assert.Equal(t, jail.PoolHit, info.Pool)
+	assert.Nil(t, info.Workspace)
+	info = created(s.do(t, "POST", "/v1/sessions", `{"pool": "solo", "id": "cold"}`))
+	assert.Equal(t, jail.PoolMiss, info.Pool)
+	assert.Nil(t, info.Workspace)
+	p := s.pools(t)["solo"]
+	assert.Equal(t, int64(1), p.Hits)
+	assert.Equal(t, int64(1), p.Misses)
+
+	// A tenant may take one from a profile's pool; it is the tenant's.
+	code, b = s.asUser(t, "POST", "/v1/sessions", `{"pool": "sess", "id": "mine"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	assert.Contains(t, string(b), `"pool": "hit"`)
+	code, _ = s.do(t, "GET", "/v1/sessions/mine", "")
+	assert.Equal(t, http.StatusNotFound, code, "another tenant's")
+	code, b = s.asUser(t, "POST", "/v1/sessions/mine/exec", `{"argv": ["id", "-u"]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+
+	// Kinds, and what a pooled create may not say.
+	for _, c := range []struct{ path, body, field string }{
+		{"/v1/run", `{"pool": "sess", "argv": ["true"]}`, "pool"},
+		{"/v1/sessions", `{"pool": "runs"}`, "pool"},
+		{"/v1/sessions", `{"pool": "sess", "profile": "strict"}`, "pool"},
+		{"/v1/sessions", `{"pool": "sess", "workspace": {"type": "none"}}`, "workspace"},
+		{"/v1/sessions", `{"pool": "sess", "ttl": "-1s"}`, "ttl"},
+	} {
+		code, b := s.do(t, "POST", c.path, c.body)
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", c.body, b)
+		assert.Equal(t, c.field, apiError(t, b).Field, "%s", c.body)
+	}
+	code, b = s.do(t, "PUT", "/v1/pools/bad", `{"kind": "run", "profile": "strict", "min_ready": 1, "workspace": {"type": "tmpfs"}}`)
+	assert.Equal(t, http.StatusBadRequest, code, "%s", b)
+
+	// The request's TTL, from the claim, ends a (the member's was 11 min).
+	require.Eventually(t, func() bool {
+		code, b := s.do(t, "GET", "/v1/sessions/a", "")
+		return code == http.StatusNotFound || strings.Contains(string(b), `"state": "exited"`)
+	}, 10*time.Second, 50*time.Millisecond, "its TTL ends it")
+	assert.GreaterOrEqual(t, time.Since(t0), 3*time.Second, "not before its TTL")
+
+	// A server killed outright leaves its ready members; the next one of
+	// the state directory removes them and makes its own.
+	left := members("sess")
+	require.NotEmpty(t, left)
+	require.NoError(t, s.cmd.Process.Kill())
+	_ = s.cmd.Wait()
+	s = serve(t, state, "--pools", file)
+	require.Eventually(t, func() bool { return s.pools(t)["sess"].Ready == 2 }, 30*time.Second, 20*time.Millisecond)
+	for _, id := range members("sess") {
+		assert.NotContains(t, left, id, "a member of the killed server")
+	}
+
+	// The server's end removes the ready members; the tenants' sessions
+	// stay, theirs to remove.
+	for _, id := range []string{"b", "cold"} {
+		code, b = s.do(t, "DELETE", "/v1/sessions/"+id, "")
+		require.Equal(t, http.StatusOK, code, "%s", b)
+	}
+	list, err := (&jail.Sessions{Dir: filepath.Join(state, "tenants", "0", "sessions")}).List(nil)
+	require.NoError(t, err)
+	require.Len(t, list, 1, "the session from solo's first claim")
+	_, err = list[0].Remove()
+	require.NoError(t, err)
+	code, b = s.asUser(t, "DELETE", "/v1/sessions/mine", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	s.stop(t)
+	assert.Empty(t, members("sess"))
+	assert.Empty(t, members("solo"))
+	require.Eventually(t, func() bool { return slices.Equal(before, allJailCgroups()) }, 10*time.Second, 50*time.Millisecond,
+		"nothing left: %v", allJailCgroups())
+}

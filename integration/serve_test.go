@@ -55,6 +55,8 @@ func serve(t *testing.T, state string, flags ...string) *served {
 		}
 		// Sessions outlive the server: a failed test's must not.
 		dirs, _ := filepath.Glob(filepath.Join(state, "tenants", "*", "sessions"))
+		pooled, _ := filepath.Glob(filepath.Join(state, "pools", "*", "sessions"))
+		dirs = append(dirs, pooled...)
 		for _, d := range dirs {
 			list, _ := (&jail.Sessions{Dir: d}).List(nil)
 			for _, sess := range list {

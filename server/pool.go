@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -18,9 +20,15 @@ import (
 	"github.com/jailrt/jail/profiles"
 )
 
-// Warm pools: jails built ahead, each a prepared run (jail.Cmd.Prepare:
-// namespaces, root, cgroup, network and seccomp program made, PID 1
-// waiting with no workload). A run that names a pool claims one: the
+// Warm pools: jails built ahead. A pool of runs (kind "run", the default)
+// holds prepared runs (jail.Cmd.Prepare: namespaces, root, cgroup, network
+// and seccomp program made, PID 1 waiting with no workload); a pool of
+// sessions (kind "session") holds sessions made with no owner, each in the
+// pool's own state directory, which a session create that names the pool
+// claims: the session is moved into the tenant's directory under the
+// request's id and labels, and its PID 1 re-arms its deadlines with the
+// request's TTL and idle timeout (jail.Sessions.Adopt). A run that names a
+// pool claims one: the
 // request's argv, stdin and timeout are applied and the workload is
 // released, so only the part of a run that depends on the command is
 // paid while the client waits. A member is never used twice. A claim that
@@ -33,7 +41,9 @@ import (
 //
 // Members live in the server: its end discards them (Close), and a
 // server killed outright leaves their PID 1s to die with their sync
-// pipes and their cgroups to `jail check --clean`.
+// pipes and their cgroups to `jail check --clean`. A session member has
+// a TTL of its pool's max_age and a minute (its claim replaces it), and
+// the next server of the state directory removes those left.
 
 // PoolsFile is the file of `jail serve --pools FILE` (YAML or JSON).
 //
@@ -52,6 +62,12 @@ type PoolConfig struct {
 	// Name is what a run names: 1 to 63 of [a-z0-9_.-], starting with a
 	// letter.
 	Name string `json:"name"`
+	// Kind is "run" (the default: members serve POST /v1/run) or
+	// "session" (members serve POST /v1/sessions).
+	Kind string `json:"kind,omitempty"`
+	// Workspace is a session pool's members' (tmpfs, the default, or
+	// none); a create that claims one may name no other.
+	Workspace jail.Workspace `json:"workspace,omitzero"`
 	// Profile (a built-in one) or Spec is its members' spec. A pool of a
 	// profile may be used by every tenant that may name the profile; one
 	// with a spec only by admins and tenants whose policy lists it.
@@ -68,6 +84,12 @@ type PoolConfig struct {
 	// replacement (default 0: at once).
 	ReplenishDelay jail.Duration `json:"replenish_delay,omitempty"`
 }
+
+// Pool kinds.
+const (
+	PoolRun     = "run"
+	PoolSession = "session"
+)
 
 // Pool defaults and bounds.
 const (
@@ -123,6 +145,18 @@ func (p *PoolConfig) check(at string) error {
 		return fmt.Errorf("%smax_age: is negative", at)
 	case p.ReplenishDelay < 0:
 		return fmt.Errorf("%sreplenish_delay: is negative", at)
+	case p.Kind != "" && p.Kind != PoolRun && p.Kind != PoolSession:
+		return fmt.Errorf("%skind: %q: want %s or %s", at, p.Kind, PoolRun, PoolSession)
+	case p.Workspace != (jail.Workspace{}) && p.Kind != PoolSession:
+		return fmt.Errorf("%sworkspace: only a pool of sessions has one", at)
+	case p.Workspace.Type != "" && p.Workspace.Type != jail.WorkspaceTmpfs && p.Workspace.Type != jail.WorkspaceNone:
+		return fmt.Errorf("%sworkspace.type: %q: a pool's sessions have a tmpfs workspace or none", at, p.Workspace.Type)
+	}
+	if p.Kind == "" {
+		p.Kind = PoolRun
+	}
+	if p.Kind == PoolSession && p.Workspace.Type == "" {
+		p.Workspace.Type = jail.WorkspaceTmpfs
 	}
 	if p.Spec != nil {
 		if err := p.Spec.Validate(); err != nil {
@@ -141,6 +175,7 @@ func (p *PoolConfig) check(at string) error {
 // PoolInfo is what GET /v1/pools says of a pool.
 type PoolInfo struct {
 	Name     string `json:"name"`
+	Kind     string `json:"kind"`
 	Profile  string `json:"profile,omitempty"`
 	MinReady int    `json:"min_ready"`
 	Max      int    `json:"max"`
@@ -158,24 +193,30 @@ type PoolInfo struct {
 type member struct {
 	c      *jail.Cmd
 	cancel context.CancelFunc
-	stdin  *os.File // the write end of its stdin
+	stdin  *os.File      // the write end of its stdin
+	sess   *jail.Session // a session pool's member, instead
 	born   time.Time
 }
 
 // discard ends a member that will not be used.
 func (m *member) discard() {
+	if m.sess != nil {
+		_, _ = m.sess.Remove()
+		return
+	}
 	m.c.Discard()
 	m.cancel()
 	m.stdin.Close()
 }
 
 type pool struct {
-	cfg    PoolConfig
-	spec   jail.Spec
-	s      *Server
-	wake   chan struct{}
-	cancel context.CancelFunc // stops its fillers
-	wg     sync.WaitGroup     // its fillers
+	cfg      PoolConfig
+	spec     jail.Spec
+	s        *Server
+	sessions *jail.Sessions // a session pool's members
+	wake     chan struct{}
+	cancel   context.CancelFunc // stops its fillers
+	wg       sync.WaitGroup     // its fillers
 
 	mu     sync.Mutex
 	ready  []*member // oldest first
@@ -232,9 +273,18 @@ func (s *Server) newPool(cfg PoolConfig) (*pool, error) {
 			return nil, err
 		}
 		spec = prof.Spec
+		if cfg.Kind == PoolSession && cfg.Workspace.Type != jail.WorkspaceNone {
+			spec.Cwd = "" // the workspace, not the profile's /tmp (as a session create)
+		}
+	}
+	p := &pool{cfg: cfg, spec: spec, s: s, wake: make(chan struct{}, 1)}
+	if cfg.Kind == PoolSession {
+		p.sessions = &jail.Sessions{Dir: filepath.Join(s.cfg.StateDir, "pools", cfg.Name, "sessions"),
+			HelperPath: s.cfg.HelperPath, Logger: s.cfg.Logger}
+		p.removeLeft()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &pool{cfg: cfg, spec: spec, s: s, wake: make(chan struct{}, 1), cancel: cancel}
+	p.cancel = cancel
 	for range min(poolFillers, cfg.MinReady) {
 		p.wg.Add(1)
 		go p.fill(ctx, &p.wg)
@@ -318,8 +368,30 @@ func (p *pool) fill(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
+// removeLeft removes the sessions an earlier server left in a session
+// pool's directory: members no one claimed.
+func (p *pool) removeLeft() {
+	left, err := p.sessions.List(nil)
+	if err != nil {
+		return // none yet
+	}
+	for _, sess := range left {
+		if _, err := sess.Remove(); err != nil {
+			p.s.cfg.Logger.Warn("pool: a member left by an earlier server", "pool", p.cfg.Name, "session", sess.ID(), "err", err)
+		}
+	}
+}
+
 // make prepares one member.
 func (p *pool) make(ctx context.Context) (*member, error) {
+	if p.sessions != nil {
+		sess, err := p.sessions.Create(ctx, jail.SessionSpec{Spec: p.spec, Workspace: p.cfg.Workspace,
+			TTL: time.Duration(p.cfg.MaxAge) + time.Minute})
+		if err != nil {
+			return nil, err
+		}
+		return &member{sess: sess, born: time.Now()}, nil
+	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := jail.Command(mctx, p.spec, "/bin/true") // the claim's argv replaces it
 	c.Capture, c.HelperPath, c.Logger = true, p.s.cfg.HelperPath, p.s.cfg.Logger
@@ -410,18 +482,22 @@ func (p *pool) info() PoolInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	in := p.stats
-	in.Name, in.Profile, in.MinReady, in.Max = p.cfg.Name, p.cfg.Profile, p.cfg.MinReady, p.cfg.Max
+	in.Name, in.Kind, in.Profile, in.MinReady, in.Max = p.cfg.Name, p.cfg.Kind, p.cfg.Profile, p.cfg.MinReady, p.cfg.Max
 	in.Ready, in.InUse, in.Making = len(p.ready), p.inUse, p.making
 	return in
 }
 
-// poolFor finds the pool a run names and checks that the tenant may use
-// it. It returns the spec the run must have: the pool's, or, when the
-// tenant's policy changes it (a memory quota), that one (a miss).
-func (s *Server) poolFor(t Tenant, name string) (*pool, jail.Spec, *Error) {
+// poolFor finds the pool of kind a request names and checks that the
+// tenant may use it. It returns the spec the run or session must have:
+// the pool's, or, when the tenant's policy changes it (a memory quota),
+// that one (a miss).
+func (s *Server) poolFor(t Tenant, name, kind string) (*pool, jail.Spec, *Error) {
 	p := s.pools.get(name)
 	if p == nil {
 		return nil, jail.Spec{}, apiErr(CodeNotFound, "pool", "no pool %q", name)
+	}
+	if p.cfg.Kind != kind {
+		return nil, jail.Spec{}, apiErr(CodeBadRequest, "pool", "pool %q is a pool of %ss, not of %ss", name, p.cfg.Kind, kind)
 	}
 	spec := p.spec
 	if t.Admin || slices.Contains(t.Policy.Pools, name) {
@@ -515,6 +591,56 @@ func (s *Server) runPooled(r *http.Request, t Tenant, p *pool, spec jail.Spec, r
 		res.Pool = jail.PoolHit
 	}
 	return res, e
+}
+
+// createPooled answers a session create that names a pool of sessions: a
+// ready member adopted into the tenant's directory, or, when none is ready,
+// the spec is not the pool's, or the member cannot be adopted, a session
+// made cold. The answer's "pool" says which.
+func (s *Server) createPooled(w http.ResponseWriter, r *http.Request, t Tenant, p *pool, ss jail.SessionSpec) *Error {
+	var m *member
+	if reflect.DeepEqual(ss.Spec, p.spec) {
+		m = p.claim()
+	} else {
+		p.mu.Lock()
+		p.stats.Misses++
+		p.mu.Unlock()
+	}
+	how := jail.PoolMiss
+	var sess *jail.Session
+	if m != nil {
+		p.done() // a session is the tenant's once adopted: not the pool's to count
+		var err error
+		sess, err = s.sessions(t).Adopt(p.sessions, m.sess.ID(), ss)
+		switch {
+		case err == nil:
+			how = jail.PoolHit
+		case errors.Is(err, jail.ErrExists):
+			m.discard()
+			return asAPIError(err, "")
+		default:
+			var se *jail.SpecError
+			m.discard()
+			if errors.As(err, &se) {
+				return asAPIError(err, "")
+			}
+			s.cfg.Logger.Warn("pool member could not be adopted, creating cold", "pool", p.cfg.Name, "err", err)
+		}
+	}
+	if sess == nil {
+		var err error
+		if sess, err = s.sessions(t).Create(r.Context(), ss); err != nil {
+			return asAPIError(err, "spec")
+		}
+	}
+	s.m.claims.inc(p.cfg.Name, how)
+	info, err := sess.Inspect()
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	info.Pool = how
+	writeJSON(w, http.StatusCreated, info)
+	return nil
 }
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request, t Tenant) *Error {

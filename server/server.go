@@ -514,7 +514,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 		if req.Profile != "" || req.Spec != nil {
 			return apiErr(CodeBadRequest, "pool", "a run in a pool has the pool's spec: give no profile or spec")
 		}
-		p, spec, e := s.poolFor(t, req.Pool)
+		p, spec, e := s.poolFor(t, req.Pool, PoolRun)
 		if e != nil {
 			return e
 		}
@@ -671,6 +671,9 @@ type SessionRequest struct {
 	From    string     `json:"from,omitempty"`
 	Profile string     `json:"profile,omitempty"`
 	Spec    *jail.Spec `json:"spec,omitempty"`
+	// Pool names a warm pool of sessions (GET /v1/pools, kind session)
+	// to take the session from: its spec and workspace.
+	Pool string `json:"pool,omitempty"`
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
@@ -680,7 +683,23 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Tenant)
 	}
 	ss := jail.SessionSpec{ID: req.ID, Labels: req.Labels, TTL: time.Duration(req.TTL), IdleTimeout: time.Duration(req.IdleTimeout),
 		Workspace: req.Workspace, From: req.From}
-	if req.From == "" {
+	var p *pool
+	if req.Pool != "" {
+		switch {
+		case req.Profile != "" || req.Spec != nil || req.From != "":
+			return apiErr(CodeBadRequest, "pool", "a session from a pool has the pool's spec: give no profile, spec or from")
+		case req.Workspace != (jail.Workspace{}):
+			return apiErr(CodeBadRequest, "workspace", "a session from a pool has the pool's workspace: give none")
+		}
+		var e *Error
+		if p, ss.Spec, e = s.poolFor(t, req.Pool, PoolSession); e != nil {
+			return e
+		}
+		ss.Workspace = p.cfg.Workspace
+		if e := s.checkReach(&ss.Spec, "pool"); e != nil {
+			return e
+		}
+	} else if req.From == "" {
 		spec, e := specOf(t, req.Profile, req.Spec)
 		if e != nil {
 			return e
@@ -706,6 +725,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Tenant)
 		return e
 	}
 	defer release()
+	if p != nil {
+		return s.createPooled(w, r, t, p, ss)
+	}
 	sess, err := s.sessions(t).Create(r.Context(), ss)
 	if err != nil {
 		return asAPIError(err, "spec")

@@ -265,7 +265,14 @@ func TestParsePools(t *testing.T) {
 	assert.Equal(t, 6, f.Pools[0].Max, "twice min_ready")
 	assert.Equal(t, jail.Duration(DefaultPoolMaxAge), f.Pools[0].MaxAge)
 	assert.Equal(t, 1, f.Pools[1].Max)
+	assert.Equal(t, PoolRun, f.Pools[0].Kind, "the default kind")
+	f, err = ParsePools([]byte("pools:\n- {name: s, kind: session, profile: strict, min_ready: 1}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, jail.WorkspaceTmpfs, f.Pools[0].Workspace.Type, "a session pool's default workspace")
 	for bad, want := range map[string]string{
+		"pools: [{name: a, kind: vm, profile: strict, min_ready: 1}]":                                 "pools[0].kind",
+		"pools: [{name: a, profile: strict, min_ready: 1, workspace: {type: tmpfs}}]":                 "pools[0].workspace",
+		"pools: [{name: a, kind: session, profile: strict, min_ready: 1, workspace: {type: dir}}]":    "pools[0].workspace.type",
 		"pools: [{name: Py, profile: strict, min_ready: 1}]":                                          "pools[0].name",
 		"pools: [{name: a, profile: strict, min_ready: 1}, {name: a, profile: strict, min_ready: 1}]": "named twice",
 		"pools: [{name: a, min_ready: 1}]":                                                            "profile or spec",

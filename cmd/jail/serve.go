@@ -99,9 +99,10 @@ default, and sets quotas:
                               # seccomp seccomp_policy landlock allow_unenforced workspace.type
       admin: false            # true: every field, as the server's own user
 
---pools FILE keeps warm pools of jails built ahead (pools: [{name, profile or spec,
-min_ready, max, max_age, replenish_delay}]); a run names one with "pool" and its result
-says "pool": "hit", or "miss" for a cold start when none was ready.
+--pools FILE keeps warm pools of jails built ahead (pools: [{name, kind, profile or spec,
+min_ready, max, max_age, replenish_delay, workspace}]); a run names one with "pool" and its
+result says "pool": "hit", or "miss" for a cold start when none was ready. A pool of kind
+"session" keeps sessions for POST /v1/sessions with "pool".
 
 Sessions live in the state directory: they outlive the server, and a new server finds
 them. SIGTERM or SIGINT drains: new work is refused (503), /v1/ready answers 503,
