@@ -65,12 +65,10 @@ func jailBinary(b *testing.B) string {
 			return
 		}
 		jailPath = filepath.Join(builtDir, "jail")
-		cmd := exec.Command("go", "build", "-tags", "osusergo,netgo",
-			"-ldflags", "-linkmode external -extldflags -static", "-o", jailPath, "./cmd/jail")
-		cmd.Dir = ".." // the module root; go test runs in the package directory
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		// The release build, as users run it.
+		cmd := exec.Command("../build.sh", "-o", jailPath)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/jail: %w\n%s", err, out)
+			buildErr = fmt.Errorf("build.sh: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

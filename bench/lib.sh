@@ -29,8 +29,7 @@ if ! command -v go >/dev/null; then
 fi
 (cd "$repo" && go build -o "$tmp/$bench_tool" "./bench/cmd/$bench_tool")
 if [[ -z "$jail_bin" ]]; then
-	(cd "$repo" && CGO_ENABLED=1 go build -tags osusergo,netgo \
-		-ldflags '-linkmode external -extldflags -static' -o "$tmp/jail" ./cmd/jail)
+	"$repo/build.sh" -o "$tmp/jail" # the release build
 	jail_bin="$tmp/jail"
 fi
 [[ "$jail_bin" == */* ]] || jail_bin="./$jail_bin"

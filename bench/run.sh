@@ -91,10 +91,9 @@ if [[ -z "$jail_bin" && -x ./jail ]]; then
 	jail_bin=./jail
 fi
 if [[ -z "$jail_bin" ]]; then
-	# The release build: static, so no dynamic loader in the measurement.
+	# The release build (build.sh): static musl, as users run it.
 	echo "building jail into $tmp/jail" >&2
-	(cd "$repo" && CGO_ENABLED=1 go build -tags osusergo,netgo \
-		-ldflags '-linkmode external -extldflags -static' -o "$tmp/jail" ./cmd/jail)
+	"$repo/build.sh" -o "$tmp/jail"
 	jail_bin="$tmp/jail"
 fi
 # benchrun resolves commands in PATH; make a relative path explicit.

@@ -405,12 +405,14 @@ void jail_stage_main(int argc, char **argv)
 
 #ifndef JAIL_STAGE_MAIN
 /* nsexec runs before main (and before the Go runtime) in every binary that
- * links this package. glibc passes (argc, argv, envp) to constructors;
- * the standalone stage (stage/, musl, which does not) calls
- * jail_stage_main from its main instead. */
-__attribute__((constructor)) static void nsexec(int argc, char **argv, char **envp)
+ * links this package; the standalone stage (stage/) calls jail_stage_main
+ * from its main instead. argv[0] is program_invocation_name, which glibc
+ * and musl both set before constructors run: only glibc passes (argc,
+ * argv, envp) to a constructor, and jail's release build is linked with
+ * musl (build.sh). */
+__attribute__((constructor)) static void nsexec(void)
 {
-	(void)envp;
-	jail_stage_main(argc, argv);
+	char *argv[] = {program_invocation_name, NULL};
+	jail_stage_main(1, argv);
 }
 #endif

@@ -23,7 +23,8 @@
 #
 # Exit status: 0 all passed; 1 a build or a test failed (the last line says
 # which); 99 the VM failed (run.sh's infrastructure code); 130/143 interrupted.
-# Needs go, gcc and the static libc (libc6-dev), plus run.sh's requirements.
+# Needs go, gcc and the static libc (libc6-dev), musl-tools and gperf (build.sh),
+# plus run.sh's requirements.
 set -euo pipefail
 
 readonly EXIT_INFRA=99
@@ -62,7 +63,7 @@ static=(-tags 'osusergo,netgo' -ldflags '-linkmode external -extldflags -static'
 binaries=(integration.test)
 cd "$repo"
 echo "test.sh: building static jail, probe and test binaries" >&2
-CGO_ENABLED=1 go build "${static[@]}" -o "$out/jail" ./cmd/jail || fail "go build ./cmd/jail"
+./build.sh -o "$out/jail" || fail "build.sh (the release build: static, musl)"
 gcc -static -O2 -o "$out/probe" integration/testdata/probe.c || fail "gcc -static probe.c (needs libc6-dev)"
 # Each test binary in a directory of its own, as go test runs a package's
 # tests in the package's directory (where its testdata is). And the
