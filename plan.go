@@ -141,6 +141,7 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 			l.plan.Flags |= nsexec.FlagNetfilter
 			iso.Network.Stack = NetworkStackPasta
 		}
+		l.plan.Sysctls = netns.JailSysctls
 		l.egress, iso.Network.Allow = egressDests(cs.egress, h.resolved)
 		l.pool = s.Network.pool()
 	}

@@ -173,10 +173,10 @@ func (n *testNet) leftRules(t *testing.T) []string {
 // A veth goes with its jail's namespace, after the run (an explicit delete
 // would cost the run an RCU grace period), and the kernel keeps the
 // namespace while a TCP connection of the jail still closes: its last
-// packets, sent after the rules went, are dropped, and it retransmits until
-// it gives up (tcp_orphan_retries: about 100 s). Under CI's load a veth was
-// seen to outlive a 30 s wait that way; it carries nothing meanwhile (the
-// base chains drop what a jail* interface without chains carries).
+// packets, sent after the rules went, are dropped. With the kernel's
+// defaults such a socket lived up to about two minutes (a veth once
+// outlived a 150 s wait); netns.JailSysctls bounds it to a second or two,
+// and TestNetworkEgressClosedConnectionsEnd checks that alone.
 func (n *testNet) requireNoLeftovers(t *testing.T) {
 	t.Helper()
 	require.Eventually(t, func() bool { return len(n.leftRules(t)) == 0 }, 5*time.Second, 20*time.Millisecond, "left: %s", n.leftRules(t))
@@ -185,10 +185,33 @@ func (n *testNet) requireNoLeftovers(t *testing.T) {
 		assert.Fail(t, "a lease is left", e.Name())
 	}
 	t0 := time.Now()
-	require.Eventually(t, func() bool { return len(n.leftVeths(t)) == 0 }, 150*time.Second, 50*time.Millisecond, "left: %s", n.leftVeths(t))
+	require.Eventually(t, func() bool { return len(n.leftVeths(t)) == 0 }, 30*time.Second, 50*time.Millisecond, "left: %s", n.leftVeths(t))
 	if d := time.Since(t0); d > 5*time.Second {
 		t.Logf("a veth took %v to go with its jail's namespace", d)
 	}
+}
+
+// TestNetworkEgressClosedConnectionsEnd: a connection the jail closed
+// while its peer keeps its end open waits in FIN_WAIT_2, as an orphan that
+// holds the jail's network namespace and veth, for tcp_fin_timeout (60 s
+// by default). The jail's namespace has netns.JailSysctls, so the veth
+// goes within seconds; without them this test fails.
+func TestNetworkEgressClosedConnectionsEnd(t *testing.T) {
+	requireRoot(t)
+	n := newTestNet(t)
+	n.serve(t, n.a, "tcp-hold", hostA, "8081")
+	res, r := n.run(t, "--net", "egress", "--allow", hostA+":8081", "--", "sh", "-c",
+		"/probe/probe net tcp "+hostA+" 8081; cat /proc/sys/net/ipv4/tcp_orphan_retries /proc/sys/net/ipv4/tcp_fin_timeout")
+	require.Equal(t, 0, r.code, "%s", r.stderr)
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	require.Len(t, lines, 3, "%q", res.Stdout)
+	assert.True(t, strings.HasPrefix(lines[0], "ok hello from "+hostA+":8081"), "the held server answers: %s", lines[0])
+	assert.Equal(t, []string{"1", "1"}, lines[1:], "tcp_orphan_retries and tcp_fin_timeout in the jail's namespace")
+	t0 := time.Now()
+	require.Eventually(t, func() bool { return len(n.leftVeths(t)) == 0 }, 20*time.Second, 50*time.Millisecond,
+		"the jail's veth outlives its closed connection: %s", n.leftVeths(t))
+	t.Logf("the veth went %v after the run", time.Since(t0).Round(time.Millisecond))
+	n.requireNoLeftovers(t)
 }
 
 // probeLines runs the probe's net commands in one egress jail and

@@ -33,6 +33,18 @@ static const char *get_str(struct reader *r, uint32_t *len, int blob)
 	return (const char *)q;
 }
 
+/* sysctl_ok makes the checks of plan.go's checkSysctl: a key below net/
+ * (the network namespace's own) that names no other file, and a value of
+ * one line, 1 to 64 bytes (vlen, without the NUL). */
+static int sysctl_ok(const char *key, const char *val, uint32_t vlen)
+{
+	size_t n = key ? strlen(key) : 0;
+	if (n == 0 || n > 128 || strncmp(key, "net/", 4) != 0 || key[n - 1] == '/' || strstr(key, "//") || strstr(key, ".."))
+		return 0;
+	if (strspn(key, "abcdefghijklmnopqrstuvwxyz0123456789_/.-") != n) return 0;
+	return val && vlen >= 1 && vlen <= 64 && !strchr(val, '\n');
+}
+
 /* process_tag reports whether tag belongs to a process plan. */
 static int process_tag(uint32_t tag)
 {
@@ -47,7 +59,7 @@ static int process_tag(uint32_t tag)
 int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 {
 	struct reader r = {buf, buf + len, 0};
-	size_t nm = 0, na = 0, ne = 0, np = 0, nr = 0, nl = 0;
+	size_t nm = 0, na = 0, ne = 0, np = 0, nr = 0, nl = 0, ns = 0;
 	int have_root = 0, have_flags = 0;
 	uint32_t max_src = 0; /* checked against source_fds, which may come later */
 	uint64_t rule_access = 0; /* every landlock rule's rights, checked against the ruleset's */
@@ -76,6 +88,13 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 			if (p->attach_src > max_src) max_src = p->attach_src;
 			break;
 		case TAG_HOSTNAME: p->hostname = get_str(&b, &p->hostname_len, 0); break;
+		case TAG_SYSCTL:
+			if (ns >= MAX_SYSCTLS) { b.bad = 1; break; }
+			p->sysctl_key[ns] = get_str(&b, NULL, 0);
+			p->sysctl_val[ns] = get_str(&b, &p->sysctl_val_len[ns], 0);
+			if (!sysctl_ok(p->sysctl_key[ns], p->sysctl_val[ns], p->sysctl_val_len[ns])) b.bad = 1;
+			ns++;
+			break;
 		case TAG_CWD: p->cwd = get_str(&b, NULL, 0); break;
 		case TAG_CGROUP_FDS:
 			p->cgroup_fds = (uint32_t)get_uint(&b, 4);
@@ -158,13 +177,13 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 	if (!(p->flags & PLAN_SESSION) && (p->ttl_ms || p->idle_ms)) return -1;
 	if (p->ttl_ms > MAX_DEADLINE_MS || p->idle_ms > MAX_DEADLINE_MS) return -1;
 	if (p->flags & PLAN_JOIN) {
-		if ((p->flags & (PLAN_MOUNTNS | PLAN_SESSION | PLAN_INITRAMFS)) || p->attach || nm || p->hostname ||
+		if ((p->flags & (PLAN_MOUNTNS | PLAN_SESSION | PLAN_INITRAMFS)) || p->attach || nm || p->hostname || ns ||
 		    p->source_fds || !p->join_ns || (p->join_ns & ~JOINABLE_NS))
 			return -1;
 	} else if (p->join_ns) {
 		return -1;
 	}
 	if (nm > PLAN_MAX_ITEMS || nl > PLAN_MAX_ITEMS) return -1;
-	p->nmounts = nm; p->nlandlock = nl;
+	p->nmounts = nm; p->nlandlock = nl; p->nsysctls = ns;
 	return 0;
 }

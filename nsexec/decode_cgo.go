@@ -82,6 +82,8 @@ var cConstants = map[string]int64{
 	"EXEC_ARG0 length":           int64(len(C.EXEC_ARG0)),
 	"FILES_ARG0 length":          int64(len(C.FILES_ARG0)),
 	"TAG_JOIN":                   C.TAG_JOIN,
+	"TAG_SYSCTL":                 C.TAG_SYSCTL,
+	"MAX_SYSCTLS":                C.MAX_SYSCTLS,
 	"JOINABLE_NS":                C.JOINABLE_NS,
 	"MSG_PTY":                    C.MSG_PTY,
 	"MAX_SOURCE_FDS":             C.MAX_SOURCE_FDS,
@@ -146,6 +148,9 @@ func cDecode(b []byte) (*Plan, error) {
 	out.LandlockFS, out.LandlockScoped = uint64(p.landlock_fs), uint64(p.landlock_scoped)
 	for _, r := range unsafe.Slice(p.landlock_rules, p.nlandlock) {
 		out.LandlockRules = append(out.LandlockRules, LandlockRule{Path: gostr(r.path), Access: uint64(r.access)})
+	}
+	for i := range int(p.nsysctls) {
+		out.Sysctls = append(out.Sysctls, Sysctl{Key: gostr(p.sysctl_key[i]), Value: gostr(p.sysctl_val[i])})
 	}
 	return out, nil
 }

@@ -75,6 +75,31 @@ static int loopback_up(struct plan *p)
 	return r;
 }
 
+/* write_sysctls writes the plan's sysctls of the jail's network namespace,
+ * before the mounts: the host's /proc is still there, and which
+ * namespace's file /proc/sys/net names is decided by the opener's. Each is
+ * `sysctl -w KEY=VALUE` in the namespace. */
+static int write_sysctls(struct plan *p)
+{
+	for (size_t i = 0; i < p->nsysctls; i++) {
+		char path[160];
+		uint32_t n = p->sysctl_val_len[i];
+		if (snprintf(path, sizeof path, "/proc/sys/%s", p->sysctl_key[i]) >= (int)sizeof path) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		failed_op = (int)i;
+		int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0) return -1;
+		ssize_t w = write(fd, p->sysctl_val[i], n);
+		int e = w < 0 ? errno : EIO;
+		close(fd);
+		if (w != (ssize_t)n) { errno = e; return -1; }
+	}
+	failed_op = -1;
+	return 0;
+}
+
 /* new_time_ns: CLONE_NEWTIME cannot be given to clone(2), only to unshare;
  * the workload, our next child, is the first process in it. */
 static int new_time_ns(struct plan *p)
@@ -348,6 +373,7 @@ static int run_init(struct plan *p, const char **step)
 		{"join cgroup", join_cgroup, 0, 0},
 		{"cgroup namespace", cgroup_namespace, PLAN_CGROUPNS, 0},
 		{"block signals", block_signals_step, 0, 0},
+		{"sysctl", write_sysctls, 0, 0},
 		{"make / rslave", make_root_rslave, PLAN_MOUNTNS, 0},
 		{"open mount sources", open_sources, PLAN_MOUNTNS, 0},
 		{"enter a copy of the initramfs", enter_root_copy, PLAN_MOUNTNS | PLAN_INITRAMFS, 0},

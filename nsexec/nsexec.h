@@ -19,6 +19,7 @@
  * opened and checked, source k (1-based) at SOURCE_FD(p, k). */
 #define SOURCE_FD(p, k) (CGROUP_FD + (int)(p)->cgroup_fds + (int)(k) - 1)
 #define MAX_SOURCE_FDS 512
+#define MAX_SYSCTLS 8 /* sysctls one plan writes (TAG_SYSCTL) */
 /* After the sources: a session's control socket, or a join helper's pidfd
  * of the jail's PID 1 (then its time_for_children with PLAN_TIMENS). */
 #define EXTRA_FD(p) SOURCE_FD(p, (p)->source_fds + 1)
@@ -58,7 +59,7 @@
 /* record tags */
 enum { TAG_FLAGS = 1, TAG_IDS, TAG_ATTACH, TAG_ROOT, TAG_MOUNT, TAG_HOSTNAME, TAG_RLIMIT, TAG_ARG, TAG_ENV, TAG_PATH, TAG_CWD,
        TAG_SECCOMP, TAG_SECCOMP_RULES, TAG_CGROUP_FDS, TAG_SOURCE_FDS, TAG_LANDLOCK, TAG_LANDLOCK_RULE, TAG_SESSION,
-       TAG_JOIN };
+       TAG_JOIN, TAG_SYSCTL };
 #define BPF_MAX_INSNS 4096
 
 /* mount op kinds and flags */
@@ -115,6 +116,9 @@ struct plan {
 	uint64_t landlock_fs, landlock_scoped; /* the ruleset's handled rights and scopes; 0, 0: none */
 	struct landlock_op *landlock_rules;
 	size_t nlandlock;
+	const char *sysctl_key[MAX_SYSCTLS], *sysctl_val[MAX_SYSCTLS]; /* below /proc/sys; written as they are */
+	uint32_t sysctl_val_len[MAX_SYSCTLS];                         /* without the NUL */
+	size_t nsysctls;
 };
 
 /* A connection to a session's control socket may send one CTL_DEADLINES

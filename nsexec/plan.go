@@ -177,6 +177,34 @@ type Plan struct {
 	// (the helper makes its own, rooted at its cgroup) or CLONE_NEWTIME
 	// (joined through PID 1's time_for_children).
 	JoinNS uint32
+	// Sysctls are written, in order, by the child in its own network
+	// namespace before it builds the root (net/ keys only: those are the
+	// namespace's own); at most MaxSysctls.
+	Sysctls []Sysctl
+}
+
+// Sysctl is a sysctl of the jail's network namespace: Key is its path
+// below /proc/sys ("net/ipv4/tcp_fin_timeout"), Value what is written.
+// Equivalent to `sysctl -w net.ipv4.tcp_fin_timeout=1` in the namespace.
+type Sysctl struct {
+	Key, Value string
+}
+
+// MaxSysctls is how many sysctls one plan may write.
+const MaxSysctls = maxSysctls
+
+// checkSysctl refuses keys outside the network namespace's own net/
+// tree, or that could name another file (.., empty components), and
+// values that are empty or not one line.
+func checkSysctl(s Sysctl) error {
+	if !strings.HasPrefix(s.Key, "net/") || strings.HasSuffix(s.Key, "/") || strings.Contains(s.Key, "//") ||
+		strings.Contains(s.Key, "..") || strings.Trim(s.Key, "abcdefghijklmnopqrstuvwxyz0123456789_/.-") != "" || len(s.Key) > 128 {
+		return fmt.Errorf("sysctl %q: want a key below net/", s.Key)
+	}
+	if s.Value == "" || strings.ContainsAny(s.Value, "\n\x00") || len(s.Value) > 64 {
+		return fmt.Errorf("sysctl %s: value %q: want one line of at most 64 bytes", s.Key, s.Value)
+	}
+	return nil
 }
 
 // Process is what runs in a jail: sent after READY for a one-shot run, and
@@ -235,6 +263,7 @@ const (
 	tagLandlockRule
 	tagSession
 	tagJoin
+	tagSysctl
 )
 
 type encoder struct {
@@ -314,6 +343,17 @@ func (p *Plan) Encode() ([]byte, error) {
 	} else if p.JoinNS != 0 {
 		return nil, errors.New("plan has namespaces to join but is no join plan")
 	}
+	if len(p.Sysctls) > 0 && p.Flags&FlagJoin != 0 {
+		return nil, errors.New("a join plan writes no sysctls: it makes no network namespace")
+	}
+	if len(p.Sysctls) > maxSysctls {
+		return nil, fmt.Errorf("plan has %d sysctls, more than %d", len(p.Sysctls), maxSysctls)
+	}
+	for _, s := range p.Sysctls {
+		if err := checkSysctl(s); err != nil {
+			return nil, err
+		}
+	}
 	if p.Flags&FlagSession == 0 && (p.TTL != 0 || p.IdleTimeout != 0) {
 		return nil, errors.New("plan has session deadlines but is no session")
 	}
@@ -350,6 +390,9 @@ func (p *Plan) Encode() ([]byte, error) {
 	}
 	if p.Hostname != "" {
 		e.record(tagHostname, func() { e.str("hostname", p.Hostname) })
+	}
+	for _, s := range p.Sysctls {
+		e.record(tagSysctl, func() { e.str("sysctl", s.Key); e.str("sysctl value", s.Value) })
 	}
 	for _, f := range []struct {
 		tag  uint32

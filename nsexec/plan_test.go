@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -61,6 +62,8 @@ func TestConstantsMatchC(t *testing.T) {
 		"EXEC_ARG0 length":           int64(len(ExecArg0)),
 		"FILES_ARG0 length":          int64(len(FilesArg0)),
 		"TAG_JOIN":                   tagJoin,
+		"TAG_SYSCTL":                 tagSysctl,
+		"MAX_SYSCTLS":                maxSysctls,
 		"JOINABLE_NS":                joinableNS,
 		"MSG_PTY":                    int64(MsgPTY),
 		"MAX_SOURCE_FDS":             maxSourceFDs,
@@ -181,6 +184,22 @@ func TestEncodeRejects(t *testing.T) {
 		{"relative target", func(p *Plan) { p.Mounts[0].Target = "usr" }},
 		{"unknown op kind", func(p *Plan) { p.Mounts[0].Kind = 99 }},
 		{"unknown op flag", func(p *Plan) { p.Mounts[0].Flags = 0x80 }},
+		{"a sysctl outside net/", func(p *Plan) { p.Sysctls = []Sysctl{{"kernel/hostname", "x"}} }},
+		{"a sysctl key with ..", func(p *Plan) { p.Sysctls = []Sysctl{{"net/../kernel/hostname", "x"}} }},
+		{"a sysctl key with //", func(p *Plan) { p.Sysctls = []Sysctl{{"net//ipv4", "x"}} }},
+		{"an absolute sysctl key", func(p *Plan) { p.Sysctls = []Sysctl{{"/net/ipv4/ip_forward", "1"}} }},
+		{"a sysctl directory", func(p *Plan) { p.Sysctls = []Sysctl{{"net/ipv4/", "1"}} }},
+		{"an empty sysctl value", func(p *Plan) { p.Sysctls = []Sysctl{{"net/ipv4/tcp_fin_timeout", ""}} }},
+		{"a sysctl value of two lines", func(p *Plan) { p.Sysctls = []Sysctl{{"net/ipv4/tcp_fin_timeout", "1\n2"}} }},
+		{"too many sysctls", func(p *Plan) {
+			for range maxSysctls + 1 {
+				p.Sysctls = append(p.Sysctls, Sysctl{"net/ipv4/tcp_fin_timeout", "1"})
+			}
+		}},
+		{"a join plan with sysctls", func(p *Plan) {
+			*p = *sampleJoin()
+			p.Sysctls = []Sysctl{{"net/ipv4/tcp_fin_timeout", "1"}}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := samplePlan()
@@ -276,6 +295,9 @@ func FuzzPlanRoundTrip(f *testing.F) {
 			got, err := cDecodeProcess(b)
 			require.NoError(t, err)
 			assert.Equal(t, proc, got)
+		}
+		if n%3 == 0 {
+			p.Sysctls = []Sysctl{{Key: "net/ipv4/tcp_fin_timeout", Value: strconv.Itoa(int(id))}, {Key: "net/core/somaxconn", Value: "64"}}
 		}
 		if n%2 == 1 {
 			p.LandlockFS, p.LandlockScoped = 1<<16-1, uint64(n>>4)

@@ -31,6 +31,7 @@ const (
 	CgroupFD     = 5
 	maxCgroupFDs = 16
 	maxSourceFDs = 512
+	maxSysctls   = 8
 
 	planMagic    = 0x314c504a // "JPL1"
 	processMagic = 0x3150504a // "JPP1"

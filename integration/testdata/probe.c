@@ -244,12 +244,14 @@ static int net_client(const char *proto, const char *addr, int port)
 	return 0;
 }
 
-/* net_serve answers every TCP connection or UDP datagram. */
+/* net_serve answers every TCP connection or UDP datagram. With proto
+ * "tcp-hold" it never closes a connection: a client that closes first
+ * waits in FIN_WAIT_2 for a FIN that does not come. */
 static int net_serve(const char *proto, const char *addr, int port)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sockaddr_of(&ss, addr, port);
-	int udp = !strcmp(proto, "udp"), one = 1;
+	int udp = !strcmp(proto, "udp"), hold = !strcmp(proto, "tcp-hold"), one = 1;
 	char msg[96];
 	snprintf(msg, sizeof msg, "hello from %s:%d\n", addr, port);
 	int s = socket(ss.ss_family, udp ? SOCK_DGRAM : SOCK_STREAM, 0);
@@ -273,7 +275,7 @@ static int net_serve(const char *proto, const char *addr, int port)
 		int c = accept(s, NULL, NULL);
 		if (c < 0) continue;
 		if (write(c, msg, strlen(msg)) < 0) { /* the client went */ }
-		close(c);
+		if (!hold) close(c);
 	}
 }
 
