@@ -795,14 +795,13 @@ func cloneError(err error) error {
 const (
 	stepOpenSources = "open mount sources"
 	stepBuildRoot   = "build root"
+	stepSysctl      = "sysctl"
 )
 
 // childError rebuilds a child stage failure as an *InitError.
 func (c *Cmd) childError(m nsexec.Msg) error {
 	e := &InitError{Step: m.Step, Err: syscall.Errno(m.Errno)}
-	if m.Index >= 0 && int(m.Index) < len(c.l.opNames) {
-		e.Detail = c.l.opNames[m.Index]
-	}
+	e.Detail = c.l.failedItem(m.Step, m.Index)
 	if errno := syscall.Errno(m.Errno); (m.Step == stepOpenSources || m.Step == stepBuildRoot) && (errno == unix.ELOOP || errno == unix.ESTALE) {
 		// The child found another file at the path jail opened and checked
 		// (see nsexec/mount.c open_host): someone swapped it in between.

@@ -360,7 +360,6 @@ func addHostBind(l *launch, opened, reopened, target string, flags nsexec.OpFlag
 	l.plan.Sources = uint32(len(l.sources))
 	l.plan.Mounts = append(l.plan.Mounts, nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate | flags, Source: reopened,
 		Target: target, Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNodev, Src: l.plan.Sources})
-	l.opNames = append(l.opNames, "bind "+reopened+" on "+target)
 }
 
 // TestLandlockHoldsWhenTheMountPlanIsWrong: Landlock's rules come from the
@@ -411,7 +410,6 @@ func addMask(l *launch, opened, reopened, target string) {
 	l.plan.Sources = uint32(len(l.sources))
 	l.plan.Mounts = append(l.plan.Mounts, nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpOptional, Source: reopened,
 		Target: target, Attr: nsexec.AttrRdonly | nsexec.AttrNosuid | nsexec.AttrNoexec, Src: l.plan.Sources})
-	l.opNames = append(l.opNames, "bind "+reopened+" on "+target)
 }
 
 // TestMaskFailsClosed: a mask is skipped only when there is nothing to
@@ -484,7 +482,6 @@ func TestNewTargetFailsClosed(t *testing.T) {
 					tc.op.Src = l.plan.Sources
 				}
 				l.plan.Mounts = append(l.plan.Mounts, tc.op)
-				l.opNames = append(l.opNames, "new "+tc.op.Target)
 			}
 			c := Command(t.Context(), Spec{Seccomp: "strict"}, "true")
 			c.Capture, c.testHook = true, hook
@@ -492,7 +489,7 @@ func TestNewTargetFailsClosed(t *testing.T) {
 			var ie *InitError
 			require.ErrorAs(t, err, &ie, "refused at set-up, got %v", err)
 			assert.Equal(t, "mount plan", ie.Step)
-			assert.Equal(t, "new "+tc.op.Target, ie.Detail)
+			assert.Equal(t, describeOp(tc.op), ie.Detail)
 			assert.ErrorIs(t, err, syscall.EEXIST)
 		})
 	}
@@ -512,7 +509,6 @@ func TestLandlockRulesFollowNoSymlink(t *testing.T) {
 	hook := func(l *launch) {
 		addHostBind(l, "/etc", "/etc", "/leak", 0)
 		l.plan.Mounts = append(l.plan.Mounts, nsexec.Mount{Kind: nsexec.OpSymlink, Target: "/tmp/out", Data: []byte("/leak")})
-		l.opNames = append(l.opNames, "symlink /tmp/out")
 		l.plan.LandlockRules = append(l.plan.LandlockRules, nsexec.LandlockRule{Path: "/tmp/out", Access: uint64(landlock.ReadFile | landlock.ReadDir)})
 	}
 	c := Command(t.Context(), Spec{Seccomp: "strict"}, "sh", "-c", "head -1 /leak/passwd 2>&1")

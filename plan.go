@@ -67,8 +67,6 @@ type launch struct {
 	uidMap     []IDMap
 	gidMap     []IDMap
 	iso        Isolation
-	// opNames describe plan.Mounts for error messages.
-	opNames []string
 	// sources are the host paths of the plan, in source number order.
 	sources []hostSource
 	// checked holds the descriptors validation opened; Start closes them.
@@ -282,9 +280,6 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		return nil, err
 	}
 	l.numberSources(cs)
-	for _, m := range p.Mounts {
-		l.opNames = append(l.opNames, describeOp(m))
-	}
 	return l, nil
 }
 
@@ -365,6 +360,20 @@ func ptrs(ms []nsexec.Mount) []*nsexec.Mount {
 		out[i] = &ms[i]
 	}
 	return out
+}
+
+// failedItem names the item a child's failed step was at, for an error
+// message: the mount op of "mount plan" (and the steps that open its
+// sources), or the key of "sysctl"; "" when there is none.
+func (l *launch) failedItem(step string, index int32) string {
+	switch {
+	case index < 0:
+	case step == stepSysctl && int(index) < len(l.plan.Sysctls):
+		return l.plan.Sysctls[index].Key
+	case step != stepSysctl && int(index) < len(l.plan.Mounts):
+		return describeOp(l.plan.Mounts[index])
+	}
+	return ""
 }
 
 // describeOp names a mount op for an error message.
