@@ -60,6 +60,18 @@ var (
 	hostCache hostFacts
 )
 
+// Preload does now the work [Cmd.Start] does once per process: it probes
+// the host (the file system layout a root is built from, namespaces,
+// Landlock, seccomp flags) and makes the embedded C stage's memfd. A
+// program that starts jails may call it, for example in a goroutine while
+// it parses its input, so that its first Start does not pay for it; Start
+// waits for a Preload under way. Safe to call more than once and from
+// several goroutines.
+func Preload() {
+	_ = currentHost()
+	nsexec.Preload()
+}
+
 // currentHost returns the host facts, probed once per process; the copy
 // is the caller's to extend.
 func currentHost() hostFacts {

@@ -4,6 +4,9 @@ package jail
 
 import "os"
 
+// Preload does nothing off Linux.
+func Preload() {}
+
 // Start reports ErrNotSupported: jails need Linux.
 func (c *Cmd) Start() error { return &FeatureError{Feature: "jail", Reason: "requires Linux"} }
 

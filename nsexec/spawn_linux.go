@@ -47,6 +47,11 @@ func checkAttr(a *syscall.SysProcAttr) error {
 	return nil
 }
 
+// Preload makes what [Start] makes once per process (the embedded stage's
+// sealed memfd) now, so that a caller can do it while it does something
+// else. Start waits for it when it is under way.
+func Preload() { _ = embeddedStage() }
+
 // embeddedStage returns a sealed memfd holding stageELF, made once per
 // process, or nil where none is embedded or the memfd failed (then Start
 // re-executes the program). The seals make it immutable: a process of the
