@@ -108,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StateDir == "" {
 		return nil, errors.New("server: no state directory")
 	}
+	jail.Preload() // the first request does not pay for the host probes
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
