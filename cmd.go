@@ -57,6 +57,11 @@ type Cmd struct {
 	// must link package jail (or nsexec). Empty means the stage embedded in
 	// package nsexec where there is one (amd64), else /proc/self/exe.
 	HelperPath string
+	// NetnsPool, when not nil, gives a jail whose Spec has a network
+	// namespace of its own with only lo (network mode none, the default) a
+	// namespace made ahead instead of one made at its clone (see
+	// [NetnsPool]); with none ready, the jail makes its own.
+	NetnsPool *NetnsPool
 	// Result is the report of the run, set by Wait (and by Start when it
 	// fails).
 	Result *Result

@@ -559,7 +559,21 @@ func closeAll(files []*os.File) {
 // with files after its plan and sync descriptors.
 func (c *Cmd) spawn(arg0 string, files []*os.File) error {
 	l := c.l
-	plan, err := l.plan.Encode()
+	cloneflags, jp := l.cloneflags, &l.plan
+	var netNS *os.File
+	if l.cloneflags&unix.CLONE_NEWNET != 0 && l.iso.Network.Mode == NetworkNone && l.plan.Flags&nsexec.FlagLoopback != 0 {
+		if netNS = c.NetnsPool.take(); netNS != nil {
+			// Its lo is up already, and the stage could not set it: the
+			// namespace is the host user namespace's.
+			defer netNS.Close() // the stage holds it from its clone on
+			p := l.plan
+			p.Flags &^= nsexec.FlagLoopback
+			cloneflags &^= unix.CLONE_NEWNET
+			jp = &p
+			c.log().Debug("network namespace from the pool")
+		}
+	}
+	plan, err := jp.Encode()
 	if err != nil {
 		return &stepError{"encode plan", err}
 	}
@@ -575,8 +589,9 @@ func (c *Cmd) spawn(arg0 string, files []*os.File) error {
 		Stdout: c.Stdout,
 		Stderr: c.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: l.cloneflags,
+			Cloneflags: cloneflags,
 		},
+		NetNS: netNS,
 	}
 	cg := c.cg
 	if c.sessionInit != nil {
@@ -807,7 +822,6 @@ func cloneError(err error) error {
 const (
 	stepOpenSources = "open mount sources"
 	stepBuildRoot   = "build root"
-	stepSysctl      = "sysctl"
 )
 
 // childError rebuilds a child stage failure as an *InitError.

@@ -4,6 +4,11 @@ package jail
 
 import "os"
 
+// NewNetnsPool reports ErrNotSupported: jails need Linux.
+func NewNetnsPool(int) (*NetnsPool, error) {
+	return nil, &FeatureError{Feature: "netns pool", Reason: "requires Linux"}
+}
+
 // Preload does nothing off Linux.
 func Preload() {}
 

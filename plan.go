@@ -362,6 +362,9 @@ func ptrs(ms []nsexec.Mount) []*nsexec.Mount {
 	return out
 }
 
+// stepSysctl is nsexec.c's step that writes the plan's sysctls.
+const stepSysctl = "sysctl"
+
 // failedItem names the item a child's failed step was at, for an error
 // message: the mount op of "mount plan" (and the steps that open its
 // sources), or the key of "sysctl"; "" when there is none.

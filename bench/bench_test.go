@@ -301,7 +301,8 @@ func alternateWith(b *testing.B, before, api func() error, fl *floor) {
 // floor, and a command joining a strict session alternating with the
 // floor. The targets: run ≤ 1.0x the floor with its p99 ≤ 2x its
 // median; session ≤ 0.5x the floor. "ratio" is the median over pairs of
-// api/floor.
+// api/floor. run-netns-pool is run with a jail.NetnsPool, as a long-lived
+// program (jail serve) has one.
 func BenchmarkAPIvsFloor(b *testing.B) {
 	requireRoot(b)
 	spec := strictSpec(b)
@@ -309,6 +310,33 @@ func BenchmarkAPIvsFloor(b *testing.B) {
 	ctx := context.Background()
 	b.Run("run", func(b *testing.B) {
 		alternate(b, func() error { return runJail(jail.Command(ctx, spec, "/bin/true")) }, fl)
+	})
+	b.Run("run-netns-pool", func(b *testing.B) {
+		pool, err := jail.NewNetnsPool(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+		// Untimed, before each pair: the pool is full again, as it is
+		// when requests come slower than it refills; its refill would
+		// otherwise share the two CPUs with the floor's run.
+		full := func() error {
+			for deadline := time.Now().Add(time.Second); pool.Stats().Ready < jail.DefaultNetnsPoolSize; {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("the netns pool did not refill within 1 s: %+v", pool.Stats())
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			return nil
+		}
+		alternateWith(b, full, func() error {
+			c := jail.Command(ctx, spec, "/bin/true")
+			c.NetnsPool = pool
+			return runJail(c)
+		}, fl)
+		if s := pool.Stats(); s.Misses > 0 {
+			b.Logf("%d of %d runs found no namespace ready", s.Misses, s.Misses+s.Taken)
+		}
 	})
 	b.Run("session", func(b *testing.B) {
 		m := &jail.Sessions{Dir: b.TempDir()}

@@ -41,6 +41,12 @@ type Config struct {
 	// or [Child.Wait]: a session's PID 1, which outlives the thread that
 	// started it once it has cleared its parent-death signal.
 	Detachable bool
+	// NetNS, when not nil, is a network namespace the stage starts in
+	// instead of a new one (SysProcAttr's Cloneflags must not hold
+	// CLONE_NEWNET then): the thread that clones the stage enters it with
+	// setns(2) for the clone and goes back to its own after. Start does
+	// not close it.
+	NetNS *os.File
 }
 
 // Child is the host half of a re-exec: the started stage, the plan pipe
@@ -82,6 +88,9 @@ func Start(cfg Config) (_ *Child, retErr error) {
 	if err := checkAttr(attr); err != nil {
 		return nil, err
 	}
+	if cfg.NetNS != nil && attr.Cloneflags&unix.CLONE_NEWNET != 0 {
+		return nil, errors.New("nsexec: a network namespace to join and CLONE_NEWNET")
+	}
 	attr.Pdeathsig = syscall.SIGKILL
 	planR, planW, err := os.Pipe()
 	if err != nil {
@@ -115,8 +124,20 @@ func Start(cfg Config) (_ *Child, retErr error) {
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		pid, pidfd, err := spawn(path, exe, cfg.Arg0, files, attr)
+		back := true // a thread that could not leave the jail's network namespace ends locked, and with it
+		defer func() {
+			if back {
+				runtime.UnlockOSThread()
+			}
+		}()
+		var pid int
+		var pidfd *os.File
+		var err error
+		if cfg.NetNS != nil {
+			pid, pidfd, err, back = spawnIn(cfg.NetNS, path, exe, cfg.Arg0, files, attr)
+		} else {
+			pid, pidfd, err = spawn(path, exe, cfg.Arg0, files, attr)
+		}
 		if err != nil {
 			started <- err
 			return
@@ -128,7 +149,10 @@ func Start(cfg Config) (_ *Child, retErr error) {
 		started <- nil
 		if cfg.Detachable {
 			<-c.release
-			runtime.UnlockOSThread()
+			if back {
+				runtime.UnlockOSThread()
+				back = false // unlocked once: the deferred unlock must not run again
+			}
 			waitExit(pidfd)
 		}
 		c.state, err = wait4(pid)

@@ -84,6 +84,30 @@ var embeddedStage = sync.OnceValue(func() *os.File {
 	return f
 })
 
+// spawnIn is spawn with the calling thread in the network namespace ns for
+// the clone, so that the stage starts in it; back reports whether the
+// thread is in its own network namespace again (if not, the caller must
+// not unlock it: the runtime then ends the thread).
+func spawnIn(ns *os.File, path string, exe *os.File, argv0 string, files []*os.File, attr *syscall.SysProcAttr) (pid int, pidfd *os.File, err error, back bool) {
+	self, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return 0, nil, err, true
+	}
+	defer self.Close()
+	if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+		return 0, nil, os.NewSyscallError("setns (the jail's network namespace)", err), true
+	}
+	pid, pidfd, err = spawn(path, exe, argv0, files, attr)
+	if serr := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); serr != nil {
+		if err == nil {
+			// The stage started where it should; only this thread is lost.
+			return pid, pidfd, nil, false
+		}
+		return 0, nil, err, false
+	}
+	return pid, pidfd, err, true
+}
+
 // spawn starts path (or, with exe set, the executable open at exe) as
 // argv0 with files as its descriptors 0, 1, ... and returns its pid and
 // its pidfd. Called on a locked thread: that thread is the child's parent

@@ -319,6 +319,9 @@ func (s *Server) Close() {
 	for _, p := range all {
 		p.stop()
 	}
+	if s.netns != nil {
+		_ = s.netns.Close()
+	}
 }
 
 // fill keeps the pool at its min_ready, within its max, one member at a
@@ -394,7 +397,7 @@ func (p *pool) make(ctx context.Context) (*member, error) {
 	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := jail.Command(mctx, p.spec, "/bin/true") // the claim's argv replaces it
-	c.Capture, c.HelperPath, c.Logger = true, p.s.cfg.HelperPath, p.s.cfg.Logger
+	c.Capture, c.HelperPath, c.Logger, c.NetnsPool = true, p.s.cfg.HelperPath, p.s.cfg.Logger, p.s.netns
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		cancel()
@@ -546,7 +549,7 @@ func (s *Server) runPooled(r *http.Request, t Tenant, p *pool, spec jail.Spec, r
 			spec.Timeout = req.Timeout
 		}
 		c := jail.Command(r.Context(), spec, argv[0], argv[1:]...)
-		c.Stdin, c.Capture, c.HelperPath, c.Logger = stdin, true, s.cfg.HelperPath, s.cfg.Logger
+		c.Stdin, c.Capture, c.HelperPath, c.Logger, c.NetnsPool = stdin, true, s.cfg.HelperPath, s.cfg.Logger, s.netns
 		res, e := s.runCmd("run", c)
 		if res != nil {
 			res.Pool = jail.PoolMiss
@@ -580,7 +583,7 @@ func (s *Server) runPooled(r *http.Request, t Tenant, p *pool, spec jail.Spec, r
 			c.Spec.Timeout = req.Timeout
 		}
 		stdin, _ = req.stdin()
-		c.Stdin, c.Capture, c.HelperPath, c.Logger = stdin, true, s.cfg.HelperPath, s.cfg.Logger
+		c.Stdin, c.Capture, c.HelperPath, c.Logger, c.NetnsPool = stdin, true, s.cfg.HelperPath, s.cfg.Logger, s.netns
 		res, e = s.runCmd("run", c)
 		if res != nil {
 			res.Pool = jail.PoolMiss
@@ -713,6 +716,12 @@ func (s *Server) deletePool(w http.ResponseWriter, r *http.Request, t Tenant) *E
 
 // writePoolMetrics writes each pool's ready members.
 func (s *Server) writePoolMetrics(w io.Writer) {
+	if s.netns != nil {
+		st := s.netns.Stats()
+		fmt.Fprintf(w, "# HELP jail_netns_pool_ready Network namespaces made ahead and ready.\n# TYPE jail_netns_pool_ready gauge\njail_netns_pool_ready %d\n", st.Ready)
+		fmt.Fprintf(w, "# HELP jail_netns_pool_taken_total Jails that joined a namespace of the pool.\n# TYPE jail_netns_pool_taken_total counter\njail_netns_pool_taken_total %d\n", st.Taken)
+		fmt.Fprintf(w, "# HELP jail_netns_pool_misses_total Jails that found none ready and made their own.\n# TYPE jail_netns_pool_misses_total counter\njail_netns_pool_misses_total %d\n", st.Misses)
+	}
 	all := s.pools.all()
 	if len(all) == 0 {
 		return

@@ -87,6 +87,10 @@ type Config struct {
 	// Tokens are the bearer tokens a client that is not a unix socket's
 	// peer (TCP) must present; nil: such a client is refused (401).
 	Tokens *Tokens
+	// NetnsPool is how many network namespaces a root server keeps made
+	// ahead for its jails (jail.NetnsPool): 0 is
+	// jail.DefaultNetnsPoolSize, a negative number none.
+	NetnsPool int
 }
 
 // Server serves the API. Make it with New.
@@ -101,6 +105,7 @@ type Server struct {
 	idem     *idempotency
 	execs    execs
 	pools    *pools
+	netns    *jail.NetnsPool // nil: none (not root, or turned off)
 }
 
 // New makes a Server.
@@ -126,6 +131,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), idem: newIdempotency()}
 	s.m.extra = s.writePoolMetrics
+	if cfg.NetnsPool >= 0 && s.uid == 0 {
+		var err error
+		if s.netns, err = jail.NewNetnsPool(cfg.NetnsPool); err != nil {
+			// Not a reason to refuse to serve: each jail makes its own.
+			cfg.Logger.Warn("no pool of network namespaces", "err", err)
+		}
+	}
 	s.pools = &pools{byName: map[string]*pool{}}
 	if cfg.Pools != nil {
 		if err := s.startPools(cfg.Pools); err != nil {
@@ -577,7 +589,7 @@ func (s *Server) prepareRun(ctx context.Context, t Tenant, req *RunRequest, at s
 		spec.Timeout = req.Timeout
 	}
 	c := jail.Command(ctx, spec, argv[0], argv[1:]...)
-	c.Stdin, c.Capture, c.HelperPath, c.Logger = stdin, true, s.cfg.HelperPath, s.cfg.Logger
+	c.Stdin, c.Capture, c.HelperPath, c.Logger, c.NetnsPool = stdin, true, s.cfg.HelperPath, s.cfg.Logger, s.netns
 	return c, nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/internal/hostcheck"
 	"github.com/jailrt/jail/server"
 )
@@ -54,7 +55,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		stateDir, logFormat, socketMode, tokensFile, tenantsFile, poolsFile string
 		tlsCert, tlsKey                                                     string
 		insecurePlaintext                                                   bool
-		maxRuns                                                             int
+		maxRuns, netnsPool                                                  int
 		grace                                                               time.Duration
 	)
 	cmd := &cobra.Command{
@@ -104,6 +105,11 @@ min_ready, max, max_age, replenish_delay, workspace}]); a run names one with "po
 result says "pool": "hit", or "miss" for a cold start when none was ready. A pool of kind
 "session" keeps sessions for POST /v1/sessions with "pool".
 
+As root, --netns-pool N (default 4) keeps N empty network namespaces (lo up) made ahead:
+a jail with a network of its own joins one at its clone instead of waiting for the kernel
+to make one (about 0.3 ms of a run). They belong to the host's user namespace, so nothing
+in a jail holds a capability over its network.
+
 Sessions live in the state directory: they outlive the server, and a new server finds
 them. SIGTERM or SIGINT drains: new work is refused (503), /v1/ready answers 503,
 requests under way get --grace to finish, then the server exits.`,
@@ -119,6 +125,9 @@ requests under way get --grace to finish, then the server exits.`,
 			mode, err := strconv.ParseUint(socketMode, 8, 32)
 			if err != nil || mode > 0o777 {
 				return usageError("--socket-mode %q: want octal permission bits such as 0660", socketMode)
+			}
+			if netnsPool < 0 {
+				return usageError("--netns-pool %d: want 0 (none) or more", netnsPool)
 			}
 			if maxRuns < 1 {
 				return usageError("--max-runs %d: want at least 1", maxRuns)
@@ -142,7 +151,10 @@ requests under way get --grace to finish, then the server exits.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
-			cfg := server.Config{StateDir: stateDir, MaxRuns: maxRuns, Version: versionString()}
+			cfg := server.Config{StateDir: stateDir, MaxRuns: maxRuns, Version: versionString(), NetnsPool: netnsPool}
+			if netnsPool == 0 {
+				cfg.NetnsPool = -1
+			}
 			if tokensFile != "" {
 				b, err := os.ReadFile(tokensFile)
 				if err != nil {
@@ -262,6 +274,7 @@ requests under way get --grace to finish, then the server exits.`,
 	f.StringVar(&tlsCert, "tls-cert", "", "`FILE`: the PEM certificate (chain) of the TCP listeners")
 	f.StringVar(&tlsKey, "tls-key", "", "`FILE`: the PEM private key of --tls-cert")
 	f.BoolVar(&insecurePlaintext, "insecure-plaintext", false, "serve TCP without TLS: only on a loopback address")
+	f.IntVar(&netnsPool, "netns-pool", jail.DefaultNetnsPoolSize, "as root, how many empty network namespaces (lo up) to keep made ahead for jails with a network of their own: about 0.3 ms less a run; 0: none")
 	f.IntVar(&maxRuns, "max-runs", server.DefaultMaxRuns, "runs and session commands one tenant may have under way at once (unless its quota says); one more gets 503")
 	f.DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long requests under way may take to finish")
 	f.StringVar(&logFormat, "log-format", "text", "log records on stderr, one per request: text or json")
