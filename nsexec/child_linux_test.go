@@ -36,6 +36,23 @@ func bothSpawns(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
+// TestStartPlanSizes: a plan that fits the pipe is written before the
+// clone, a larger one after it; the stage reads every byte of both.
+func TestStartPlanSizes(t *testing.T) {
+	for _, n := range []int{1, 64 << 10, 3<<16 + 5} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			var out bytes.Buffer
+			c, err := Start(Config{Path: "/bin/sh", Arg0: "sh", Plan: bytes.Repeat([]byte{'x'}, n),
+				Stdin: strings.NewReader("wc -c <&3\n"), Stdout: &out})
+			require.NoError(t, err)
+			c.ClosePlan()
+			require.NoError(t, c.Wait())
+			c.Close()
+			assert.Equal(t, strconv.Itoa(n), strings.TrimSpace(out.String()))
+		})
+	}
+}
+
 // TestStartLayout starts /bin/sh in the stage's place and checks what it
 // inherits: the descriptor layout of protocol.go, nothing else open, an
 // empty signal mask, the id maps of its user namespace, the credentials,
