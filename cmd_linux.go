@@ -573,6 +573,23 @@ func (c *Cmd) spawn(arg0 string, files []*os.File) error {
 			c.log().Debug("network namespace from the pool")
 		}
 	}
+	// Nothing to do between READY and GO (no cgroup to verify, no network
+	// to build, no terminal, not a prepared jail, a session or a files
+	// helper): the
+	// process plan goes with the jail plan and the stage does not wait.
+	var proc []byte
+	if !c.prepare && !c.files && c.cg == nil && c.TTY == nil && c.sessionInit == nil && l.plan.Flags&nsexec.FlagSession == 0 &&
+		l.iso.Network.Mode != NetworkEgress {
+		if b, err := l.proc.Encode(); err == nil {
+			proc = b
+			if jp == &l.plan {
+				p := l.plan
+				jp = &p
+			}
+			jp.Flags |= nsexec.FlagNoGo
+			c.noGo = true
+		}
+	}
 	plan, err := jp.Encode()
 	if err != nil {
 		return &stepError{"encode plan", err}
@@ -581,13 +598,14 @@ func (c *Cmd) spawn(arg0 string, files []*os.File) error {
 		return &stepError{"start", err}
 	}
 	cfg := nsexec.Config{
-		Path:   c.HelperPath,
-		Arg0:   arg0,
-		Plan:   plan,
-		Files:  files,
-		Stdin:  c.Stdin,
-		Stdout: c.Stdout,
-		Stderr: c.Stderr,
+		Path:    c.HelperPath,
+		Arg0:    arg0,
+		Plan:    plan,
+		Process: proc,
+		Files:   files,
+		Stdin:   c.Stdin,
+		Stdout:  c.Stdout,
+		Stderr:  c.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: cloneflags,
 		},
@@ -722,16 +740,20 @@ func (c *Cmd) releaseMountNS(async bool) {
 
 // release sends the process and GO, and starts watching the workload.
 func (c *Cmd) release() error {
-	proc, err := c.l.proc.Encode()
-	if err != nil {
-		return &stepError{"encode plan", err}
-	}
-	if err := c.child.SendProcess(proc); err != nil {
-		c.log().Debug("send process", "err", err) // the child died; its report or EOF follows
-	}
-	c.begin = time.Now()
-	if err := c.child.Send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
-		c.log().Debug("send go", "err", err)
+	if c.noGo {
+		c.begin = time.Now() // the workload starts at READY: about when it came
+	} else {
+		proc, err := c.l.proc.Encode()
+		if err != nil {
+			return &stepError{"encode plan", err}
+		}
+		if err := c.child.SendProcess(proc); err != nil {
+			c.log().Debug("send process", "err", err) // the child died; its report or EOF follows
+		}
+		c.begin = time.Now()
+		if err := c.child.Send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
+			c.log().Debug("send go", "err", err)
+		}
 	}
 	if c.TTY != nil {
 		if err := c.awaitTerminal(); err != nil {

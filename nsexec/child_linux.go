@@ -25,6 +25,10 @@ type Config struct {
 	Arg0 string
 	// Plan is the encoded jail plan ([Plan.Encode]).
 	Plan []byte
+	// Process, when not nil, is the encoded process plan, known at the
+	// start: it follows the plan into the pipe, which is then closed (no
+	// SendProcess). With FlagNoGo the stage reads it right after READY.
+	Process []byte
 	// Files are the descriptors after PlanFD and SyncFD, in order: the
 	// cgroup "tasks" files, the host sources, the extra descriptors of the
 	// role ([ExtraFD]).
@@ -101,9 +105,13 @@ func Start(cfg Config) (_ *Child, retErr error) {
 	// reads it as soon as it runs instead of waiting for this goroutine
 	// to hear that the spawn returned (about 0.1 ms, traced). Only a plan
 	// larger than the pipe (64 KiB by default) is written after.
+	plans := cfg.Plan
+	if cfg.Process != nil {
+		plans = append(append(make([]byte, 0, len(cfg.Plan)+len(cfg.Process)), cfg.Plan...), cfg.Process...)
+	}
 	early := false
-	if n, err := unix.FcntlInt(planW.Fd(), unix.F_GETPIPE_SZ, 0); err == nil && len(cfg.Plan) <= n {
-		if _, err := planW.Write(cfg.Plan); err != nil {
+	if n, err := unix.FcntlInt(planW.Fd(), unix.F_GETPIPE_SZ, 0); err == nil && len(plans) <= n {
+		if _, err := planW.Write(plans); err != nil {
 			planW.Close()
 			return nil, fmt.Errorf("plan pipe: %w", err)
 		}
@@ -177,7 +185,10 @@ func Start(cfg Config) (_ *Child, retErr error) {
 	}
 	if !early {
 		// A write error means the child died; its report or EOF follows.
-		_, _ = planW.Write(cfg.Plan)
+		_, _ = planW.Write(plans)
+	}
+	if cfg.Process != nil {
+		planW.Close()
 	}
 	return c, nil
 }

@@ -82,6 +82,7 @@ var cConstants = map[string]int64{
 	"EXEC_ARG0 length":           int64(len(C.EXEC_ARG0)),
 	"FILES_ARG0 length":          int64(len(C.FILES_ARG0)),
 	"TAG_JOIN":                   C.TAG_JOIN,
+	"PLAN_NO_GO":                 C.PLAN_NO_GO,
 	"TAG_SYSCTL":                 C.TAG_SYSCTL,
 	"MAX_SYSCTLS":                C.MAX_SYSCTLS,
 	"JOINABLE_NS":                C.JOINABLE_NS,

@@ -109,7 +109,9 @@ static int new_time_ns(struct plan *p)
 }
 
 /* wait_for_go tells the parent setup is done and waits for its "go" (the
- * parent may still attach cgroups or start capture). EOF: the parent died. */
+ * parent may still attach cgroups or start capture). EOF: the parent died.
+ * With PLAN_NO_GO the parent has nothing to do in between: READY only
+ * says so, and the process plan is already in the pipe. */
 int wait_for_go(struct plan *p)
 {
 	(void)p;
@@ -124,6 +126,7 @@ int wait_for_go(struct plan *p)
 		close(fd);
 		if (sent < 0) return -1;
 	} else if (send_msg(MSG_READY, 0, 0, -1, NULL) < 0) return -1;
+	if (p->flags & PLAN_NO_GO) return 0;
 	ssize_t n;
 	while ((n = recv(SYNC_FD, &m, sizeof m, 0)) < 0 && errno == EINTR);
 	if (n != sizeof m || m.type != MSG_GO) { errno = n == 0 ? EPIPE : EPROTO; return -1; }

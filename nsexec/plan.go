@@ -49,6 +49,11 @@ const (
 	// through which a parent that cannot enter that namespace loads and
 	// reads the jail's rules there.
 	FlagNetfilter Flags = 0x2000
+	// FlagNoGo has the child go on after READY without waiting for GO:
+	// for a run whose parent has nothing to do in between (no cgroup to
+	// verify, no network to build, no terminal), with the process plan
+	// sent at the start (Config.Process). It saves a round trip.
+	FlagNoGo Flags = 0x4000
 
 	// processFlags are the flags of a Process; the others are a Plan's.
 	processFlags = FlagSetgroups | FlagTTY

@@ -27,6 +27,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"PLAN_TIMENS":                int64(FlagTimeNS),
 		"PLAN_PIDNS":                 int64(FlagPIDNS),
 		"PLAN_NETFILTER":             int64(FlagNetfilter),
+		"PLAN_NO_GO":                 int64(FlagNoGo),
 		"SIG_KILL_JOINED":            int64(KillJoinedSignal),
 		"CTL_DEADLINES":              ctlDeadlines,
 		"CTL_DEADLINES_LEN":          ctlDeadlinesLen,
