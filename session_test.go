@@ -186,3 +186,47 @@ func TestParseWorkspace(t *testing.T) {
 	assert.EqualValues(t, DefaultDirWorkspaceBytes, Workspace{Type: WorkspaceDir}.size())
 	assert.EqualValues(t, DefaultWorkspaceBytes, Workspace{}.size())
 }
+
+// TestReadSharedState: a shared read decodes a state file once, and a new
+// version (written as writeState does: a new file renamed over it) is
+// read anew; readState always decodes, so a caller may change its copy.
+func TestReadSharedState(t *testing.T) {
+	dir := t.TempDir()
+	st := &sessionState{Schema: sessionStateSchema, ID: "s1", PID: 1, Labels: map[string]string{"v": "1"}}
+	require.NoError(t, writeState(dir, st))
+	a, err := readSharedState(dir, "s1")
+	require.NoError(t, err)
+	b, err := readSharedState(dir, "s1")
+	require.NoError(t, err)
+	assert.Same(t, a, b, "decoded once")
+	c, err := readState(dir, "s1")
+	require.NoError(t, err)
+	assert.NotSame(t, a, c, "a copy of its own")
+	st.Labels["v"] = "2"
+	require.NoError(t, writeState(dir, st))
+	d, err := readSharedState(dir, "s1")
+	require.NoError(t, err)
+	assert.Equal(t, "2", d.Labels["v"], "the new version")
+	_, err = readSharedState(dir, "s2")
+	assert.Error(t, err, "another session's id")
+}
+
+// BenchmarkReadState: decoding a strict session's state (about 9 KB,
+// most of it the join plan), against a shared read of an unchanged file.
+func BenchmarkReadState(b *testing.B) {
+	dir := b.TempDir()
+	st := &sessionState{Schema: sessionStateSchema, ID: "s1", PID: 1}
+	l, err := newLaunch(&Spec{Seccomp: "strict"}, []string{"/bin/true"}, currentHost())
+	require.NoError(b, err)
+	st.Join, st.Process, st.Isolation = l.plan, l.proc, l.iso
+	require.NoError(b, writeState(dir, st))
+	for _, shared := range []bool{false, true} {
+		b.Run(map[bool]string{false: "decode", true: "shared"}[shared], func(b *testing.B) {
+			for b.Loop() {
+				if _, err := readStateMemo(dir, "s1", shared); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
