@@ -120,6 +120,7 @@ type Cmd struct {
 	nfsock          *os.File        // the jail's netfilter socket (nsexec.FlagNetfilter), until userNet takes it
 	mntns           *os.File        // the jail's mount namespace, held from READY (see holdMountNS)
 	noGo            bool            // the stage went on after READY (FlagNoGo): release sends nothing
+	prefork         bool            // a prepared jail whose workload waits, set up, for its process (FlagPrefork)
 	netStats        *NetworkStats   // its counters, read as it ended
 	killReason      Status          // timed_out or canceled, once the jail is being killed
 	group           int             // the workload's process group, when the jail shares our PID namespace

@@ -225,7 +225,7 @@ func (c *Cmd) Start() error {
 		{name: "go", do: c.release},
 	}
 	if c.prepare {
-		steps = steps[:len(steps)-1]
+		steps[len(steps)-1] = hostStep{name: "process template", do: c.sendTemplate}
 		if err := c.runSteps(steps); err != nil {
 			return err
 		}
@@ -578,6 +578,16 @@ func (c *Cmd) spawn(arg0 string, files []*os.File) error {
 	// helper): the
 	// process plan goes with the jail plan and the stage does not wait.
 	var proc []byte
+	if c.prepare && !c.files && c.TTY == nil && c.sessionInit == nil && l.plan.Flags&nsexec.FlagSession == 0 {
+		// A prepared jail forks and sets up its workload now; its release
+		// sends only what it runs.
+		if jp == &l.plan {
+			p := l.plan
+			jp = &p
+		}
+		jp.Flags |= nsexec.FlagPrefork
+		c.prefork = true
+	}
 	if !c.prepare && !c.files && c.cg == nil && c.TTY == nil && c.sessionInit == nil && l.plan.Flags&nsexec.FlagSession == 0 &&
 		l.iso.Network.Mode != NetworkEgress {
 		if b, err := l.proc.Encode(); err == nil {
@@ -738,9 +748,34 @@ func (c *Cmd) releaseMountNS(async bool) {
 	}
 }
 
+// sendTemplate sends a preforked workload the process it sets itself up
+// from: all but what it runs, which its release sends.
+func (c *Cmd) sendTemplate() error {
+	if !c.prefork {
+		return nil
+	}
+	proc, err := c.l.proc.Encode()
+	if err != nil {
+		return &stepError{"encode plan", err}
+	}
+	if err := c.child.SendTemplate(proc); err != nil {
+		return &stepError{"process template", c.deathError("before it took its process's template", err)}
+	}
+	return nil
+}
+
 // release sends the process and GO, and starts watching the workload.
 func (c *Cmd) release() error {
-	if c.noGo {
+	if c.prefork {
+		proc, err := c.l.proc.Encode()
+		if err != nil {
+			return &stepError{"encode plan", err}
+		}
+		c.begin = time.Now()
+		if err := c.child.SendProcess(proc); err != nil {
+			c.log().Debug("send process", "err", err) // the workload died; its report or EOF follows
+		}
+	} else if c.noGo {
 		c.begin = time.Now() // the workload starts at READY: about when it came
 	} else {
 		proc, err := c.l.proc.Encode()

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -561,6 +562,82 @@ func TestStageExecutable(t *testing.T) {
 // Args, env and cwd given then, and its timeout runs from there. A change
 // of a field of the jail is refused and the jail is discarded; Discard
 // leaves nothing.
+// TestPreparePreforks: a prepared jail's workload is forked and set up
+// before its release, and waits with everything dropped (ids, every
+// capability, no_new_privs, the seccomp filter) and nothing open but its
+// stdio, the exec-error socket and the plan pipe; the release runs what
+// it says, a release that cannot run is reported as such, and a discarded
+// jail leaves nothing.
+func TestPreparePreforks(t *testing.T) {
+	requireJail(t)
+	ctx := context.Background()
+	spec := Spec{Seccomp: "strict"}
+	waiting := func(c *Cmd) int {
+		t.Helper()
+		var kids []byte
+		require.Eventually(t, func() bool {
+			kids, _ = os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.child.Pid(), c.child.Pid()))
+			return len(strings.Fields(string(kids))) == 1
+		}, 5*time.Second, time.Millisecond, "PID 1 forks the workload before the release")
+		pid, err := strconv.Atoi(strings.Fields(string(kids))[0])
+		require.NoError(t, err)
+		return pid
+	}
+
+	c := Command(ctx, spec, "/bin/true")
+	c.Capture = true
+	require.NoError(t, c.Prepare())
+	pid := waiting(c)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, want := range []string{"Seccomp:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
+		fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d", DefaultHostUID, DefaultHostUID, DefaultHostUID, DefaultHostUID)} {
+		assert.Contains(t, string(status), want)
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	require.NoError(t, err)
+	var names []string
+	for _, fd := range fds {
+		names = append(names, fd.Name())
+	}
+	assert.Equal(t, []string{"0", "1", "2", "3", "4"}, names, "stdio, the exec-error socket, the plan pipe")
+	c.Args = []string{"/bin/sh", "-c", "echo $0 ran in $PWD"}
+	c.Spec.Cwd = "/tmp"
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait())
+	assert.Equal(t, "/bin/sh ran in /tmp\n", c.Result.Stdout)
+
+	for _, tc := range []struct {
+		args       []string
+		cwd, step  string
+		code, want int
+	}{
+		{[]string{"/no/such/program"}, "", "execve", ExitNotFound, int(syscall.ENOENT)},
+		{[]string{"/bin/true"}, "/no/such/dir", "chdir", ExitNotExecutable, int(syscall.ENOENT)},
+	} {
+		c := Command(ctx, spec, "/bin/true")
+		c.Capture = true
+		require.NoError(t, c.Prepare())
+		waiting(c)
+		c.Args, c.Spec.Cwd = tc.args, tc.cwd
+		require.NoError(t, c.Start())
+		err := c.Wait()
+		var ie *InitError
+		require.ErrorAs(t, err, &ie, "%v", tc.args)
+		assert.Equal(t, tc.step, ie.Step)
+		assert.ErrorIs(t, err, syscall.Errno(tc.want))
+	}
+
+	c = Command(ctx, spec, "/bin/true")
+	require.NoError(t, c.Prepare())
+	pid, init := waiting(c), c.child.Pid()
+	c.Discard()
+	for _, p := range []int{pid, init} {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", p))
+		assert.True(t, os.IsNotExist(err), "%d is gone", p)
+	}
+}
+
 func TestPrepare(t *testing.T) {
 	requireJail(t)
 	ctx := context.Background()

@@ -289,6 +289,13 @@ func (c *Child) SendProcess(p []byte) error {
 	return err
 }
 
+// SendTemplate writes the process plan a preforked workload is set up from
+// (FlagPrefork), and leaves the pipe open for SendProcess.
+func (c *Child) SendTemplate(p []byte) error {
+	_, err := c.planW.Write(p)
+	return err
+}
+
 // ClosePlan closes the plan pipe without a process (a session).
 func (c *Child) ClosePlan() { c.planW.Close() }
 

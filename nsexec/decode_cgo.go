@@ -83,6 +83,7 @@ var cConstants = map[string]int64{
 	"FILES_ARG0 length":          int64(len(C.FILES_ARG0)),
 	"TAG_JOIN":                   C.TAG_JOIN,
 	"PLAN_NO_GO":                 C.PLAN_NO_GO,
+	"PLAN_PREFORK":               C.PLAN_PREFORK,
 	"TAG_SYSCTL":                 C.TAG_SYSCTL,
 	"MAX_SYSCTLS":                C.MAX_SYSCTLS,
 	"JOINABLE_NS":                C.JOINABLE_NS,

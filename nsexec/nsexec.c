@@ -126,7 +126,7 @@ int wait_for_go(struct plan *p)
 		close(fd);
 		if (sent < 0) return -1;
 	} else if (send_msg(MSG_READY, 0, 0, -1, NULL) < 0) return -1;
-	if (p->flags & PLAN_NO_GO) return 0;
+	if (p->flags & (PLAN_NO_GO | PLAN_PREFORK)) return 0;
 	ssize_t n;
 	while ((n = recv(SYNC_FD, &m, sizeof m, 0)) < 0 && errno == EINTR);
 	if (n != sizeof m || m.type != MSG_GO) { errno = n == 0 ? EPIPE : EPROTO; return -1; }
@@ -150,6 +150,7 @@ int reap_workload(struct plan *p)
 	if (pid < 0) return -1;
 	if (pid == 0) { close(ep[0]); run_workload(p, ep[1]); }
 	close(ep[1]);
+	if (p->flags & PLAN_PREFORK) close(PLAN_FD); /* the workload's now: the parent's end closed means EOF to it */
 	close_rule_fds(p); /* the workload has its own copies */
 	close_terminal_slave();
 
@@ -256,13 +257,13 @@ static int read_full(int fd, uint8_t *buf, size_t len)
 	return 0;
 }
 
-/* read_record reads one plan from PLAN_FD and decodes it into p (two
- * passes: count, then fill the arrays of its kind). The buffer and the
- * arrays live until execve replaces this image. */
-static int read_record(struct plan *p, int process)
+/* read_record reads one plan from fd and decodes it into p (two passes:
+ * count, then fill the arrays of its kind). The buffer and the arrays live
+ * until execve replaces this image. */
+int read_record(int fd, struct plan *p, int process)
 {
 	uint8_t hdr[8];
-	if (read_full(PLAN_FD, hdr, sizeof hdr) < 0) return -1;
+	if (read_full(fd, hdr, sizeof hdr) < 0) return -1;
 	uint32_t len = (uint32_t)hdr[4] | (uint32_t)hdr[5] << 8 | (uint32_t)hdr[6] << 16 | (uint32_t)hdr[7] << 24;
 	uint32_t magic = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
 	if (len > PLAN_MAX_BYTES) { errno = E2BIG; return -1; }
@@ -270,7 +271,7 @@ static int read_record(struct plan *p, int process)
 	uint8_t *buf = malloc(len + 8);
 	if (!buf) return -1;
 	memcpy(buf, hdr, 8);
-	if (read_full(PLAN_FD, buf + 8, len) < 0) return -1;
+	if (read_full(fd, buf + 8, len) < 0) return -1;
 	if (jail_plan_decode(buf, len + 8, p) < 0) { errno = EINVAL; return -1; }
 	if (process) {
 		p->argv = calloc(p->nargs + 1, sizeof *p->argv); /* NULL-terminated for execve */
@@ -302,16 +303,18 @@ uint32_t extra_fds(const struct plan *p)
  * open for the process plan. */
 int read_plan(struct plan *p)
 {
-	if (read_record(p, 0) < 0) return -1;
+	if (read_record(PLAN_FD, p, 0) < 0) return -1;
 	return (int)syscall(SYS_close_range, EXTRA_FD(p) + extra_fds(p), ~0U, 0);
 }
 
-/* read_process reads the process plan the parent sent with GO. */
+/* read_process reads the process plan the parent sent with GO. With
+ * PLAN_PREFORK it is the process's template and the pipe stays open: the
+ * workload reads what it runs from it (workload.c). */
 int read_process(struct plan *p)
 {
-	int r = read_record(p, 1);
+	int r = read_record(PLAN_FD, p, 1);
 	int e = errno;
-	close(PLAN_FD);
+	if (!(p->flags & PLAN_PREFORK)) close(PLAN_FD);
 	errno = e;
 	return r;
 }

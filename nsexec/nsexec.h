@@ -45,6 +45,8 @@
 #define PLAN_JOIN 0x1000   /* the plan of "jail:exec": join a running jail, build nothing */
 #define PLAN_NETFILTER 0x2000 /* READY carries a NETLINK_NETFILTER socket made in the jail's network namespace */
 #define PLAN_NO_GO 0x4000     /* after READY, go on without waiting for GO: the process plan is in the pipe */
+#define PLAN_PREFORK 0x8000   /* after READY, fork the workload from the process plan in the pipe; it sets itself up,
+			       * then waits on the pipe for the process it runs (argv, env, cwd, path) */
 #define PROCESS_FLAGS (PLAN_SETGROUPS | PLAN_TTY) /* the flags a process plan carries */
 /* What a join plan may enter with setns(pidfd): CLONE_NEWNS|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET. */
 #define JOINABLE_NS 0x7c020000U

@@ -28,6 +28,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"PLAN_PIDNS":                 int64(FlagPIDNS),
 		"PLAN_NETFILTER":             int64(FlagNetfilter),
 		"PLAN_NO_GO":                 int64(FlagNoGo),
+		"PLAN_PREFORK":               int64(FlagPrefork),
 		"SIG_KILL_JOINED":            int64(KillJoinedSignal),
 		"CTL_DEADLINES":              ctlDeadlines,
 		"CTL_DEADLINES_LEN":          ctlDeadlinesLen,

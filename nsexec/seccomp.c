@@ -96,7 +96,11 @@ int load_seccomp(const struct plan *p, int errfd)
 	int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
 	if (fd < 0 || !notify) return fd < 0 ? -1 : 0;
 	struct exec_failure hello = {0, "seccomp listener"};
-	return send_fd(errfd, &hello, sizeof hello, fd);
+	int r = send_fd(errfd, &hello, sizeof hello, fd);
+	int e = errno;
+	close(fd); /* PID 1's now; a preforked workload waits without it */
+	errno = e;
+	return r;
 }
 
 /* The notification buffers, sized by the running kernel (the structs may

@@ -99,6 +99,7 @@ int send_msg(uint32_t type, int32_t err, int32_t status, int32_t index, const ch
 int send_fd(int sock, const void *msg, size_t len, int fd);
 int read_plan(struct plan *p);
 int read_process(struct plan *p);
+int read_record(int fd, struct plan *p, int process);
 int join_cgroup(struct plan *p);
 int cgroup_namespace(struct plan *p);
 int block_signals_step(struct plan *p);

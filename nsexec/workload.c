@@ -130,14 +130,38 @@ static int exec_workload(struct plan *p)
 	return err;
 }
 
+/* PREFORK_FD is where a preforked workload keeps the plan pipe, after the
+ * exec-error socket at 3. */
+#define PREFORK_FD 4
+
+/* await_process is a preforked workload's wait (PLAN_PREFORK): set up as
+ * the template said, seccomp filter and all, it reads from the plan pipe
+ * the process it runs and takes its argv, env, search path and cwd (the
+ * parent checked that nothing else differs). EOF: the jail was discarded. */
+static int await_process(struct plan *p)
+{
+	static struct plan q;
+	int r = read_record(PREFORK_FD, &q, 1);
+	int e = errno;
+	close(PREFORK_FD);
+	errno = e;
+	if (r < 0) return -1;
+	p->argv = q.argv, p->nargs = q.nargs, p->envp = q.envp, p->nenv = q.nenv;
+	p->path = q.path, p->npath = q.npath, p->cwd = q.cwd;
+	return 0;
+}
+
 /* run_workload is the forked child: it never returns. Order matters: the
  * bounding set before the ids (it needs CAP_SETPCAP), ids before the other
  * capability sets (setresuid needs CAP_SETUID), capabilities before
  * no_new_privs, fds closed so that errors can still be reported, and the
  * seccomp filter last, right before execve: nothing of jail's own runs
- * under it. */
+ * under it. A preforked workload (PLAN_PREFORK) waits, filter loaded, for
+ * what it runs, then changes directory and execs: the wait is all that
+ * is left when the parent releases it. */
 void run_workload(struct plan *p, int errfd)
 {
+	int prefork = (p->flags & PLAN_PREFORK) != 0, planfd = -1;
 	const char *step = "setsid";
 	sigset_t none;
 	sigemptyset(&none);
@@ -172,14 +196,25 @@ void run_workload(struct plan *p, int errfd)
 	step = "landlock";
 	if ((p->landlock_fs || p->landlock_scoped) && apply_landlock(p) < 0) goto fail;
 	step = "close fds";
-	/* Keep 0-2 and the exec-error pipe at 3; runc CVE-2024-21626. */
+	/* Keep 0-2 and the exec-error pipe at 3 (and, preforked, the plan
+	 * pipe at 4); runc CVE-2024-21626. */
+	if (prefork && (planfd = fcntl(PLAN_FD, F_DUPFD_CLOEXEC, 16)) < 0) goto fail;
 	if (errfd != 3 && dup3(errfd, 3, O_CLOEXEC) < 0) goto fail;
 	errfd = 3;
-	if (syscall(SYS_close_range, 4, ~0U, 0) < 0) goto fail;
-	step = "chdir";
-	if (chdir(p->cwd ? p->cwd : "/") < 0) goto fail;
+	if (prefork && dup3(planfd, PREFORK_FD, O_CLOEXEC) < 0) goto fail;
+	if (syscall(SYS_close_range, prefork ? PREFORK_FD + 1 : 4, ~0U, 0) < 0) goto fail;
+	if (!prefork) {
+		step = "chdir";
+		if (chdir(p->cwd ? p->cwd : "/") < 0) goto fail;
+	}
 	step = "seccomp";
 	if (p->seccomp && load_seccomp(p, errfd) < 0) goto fail;
+	if (prefork) {
+		step = "read process";
+		if (await_process(p) < 0) goto fail;
+		step = "chdir";
+		if (chdir(p->cwd ? p->cwd : "/") < 0) goto fail;
+	}
 	step = "execve";
 	errno = exec_workload(p);
 fail:;
