@@ -31,6 +31,9 @@ type NetnsPool struct {
 	err    error // the filler's last error, while it backs off
 }
 
+// DefaultNetnsPoolSize is the size NewNetnsPool takes for 0.
+const DefaultNetnsPoolSize = 4
+
 // NetnsPoolStats says what a pool did.
 type NetnsPoolStats struct {
 	// Ready is how many namespaces wait now.

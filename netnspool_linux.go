@@ -11,9 +11,6 @@ import (
 	"github.com/jailrt/jail/netns"
 )
 
-// DefaultNetnsPoolSize is the size NewNetnsPool takes for 0.
-const DefaultNetnsPoolSize = 4
-
 // netnsRetry is how long the filler waits after it could not make a
 // namespace (too many, out of memory) before it tries again.
 const netnsRetry = time.Second
