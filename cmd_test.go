@@ -588,6 +588,12 @@ func TestPreparePreforks(t *testing.T) {
 	c.Capture = true
 	require.NoError(t, c.Prepare())
 	pid := waiting(c)
+	// Set up, it blocks reading its process from the plan pipe (fd 4):
+	// /proc/PID/syscall is "0 0x4 ..." (read).
+	require.Eventually(t, func() bool {
+		sc, _ := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
+		return strings.HasPrefix(string(sc), "0 0x4 ")
+	}, 5*time.Second, time.Millisecond, "the workload waits on the plan pipe")
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	require.NoError(t, err)
 	for _, want := range []string{"Seccomp:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
