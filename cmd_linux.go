@@ -241,12 +241,14 @@ func (c *Cmd) Start() error {
 }
 
 // Prepare does Start's work but the release of the workload: the jail is
-// built (namespaces, root, cgroup, network, the seccomp program) and its
-// PID 1 waits. Start then releases the workload with the Cmd's Args and
-// the process fields of its Spec as they are then (env, cwd, timeout,
-// cpu_time, kill_grace); a change of any other field, output_limit_bytes
-// included, is refused with a *SpecError naming it, and the jail is
-// discarded. Stdin, Stdout, Stderr, TTY and Capture are taken by Prepare;
+// built (namespaces, root, cgroup, network, the seccomp program), its
+// workload forked and set up (ids, capabilities, Landlock, seccomp), and
+// it waits. Start then releases it with the Cmd's Args and the process
+// fields of its Spec as they are then (env, cwd, timeout, cpu_time,
+// kill_grace, output_limit_bytes), and its memory, swap, pids and cpus
+// limits, written into the jail's cgroup when it has one that serves them;
+// a change of any other field, or of a limit the cgroup does not serve, is
+// refused with a *SpecError naming it, and the jail is discarded. Stdin, Stdout, Stderr, TTY and Capture are taken by Prepare;
 // the Spec's timeout runs from Start, and the Result's times too. A
 // prepared Cmd that will not be started must be ended with Discard.
 // Cancelling the Cmd's context kills a prepared jail as a started one.
@@ -275,11 +277,33 @@ func (c *Cmd) Discard() {
 // startPrepared releases a prepared jail's workload: its process plan
 // made anew from Args and the Spec's process fields.
 func (c *Cmd) startPrepared() error {
-	spec, err := commandSpec(c.prepSpec, c.Spec)
+	// Besides what a session's command may set, a release may change the
+	// memory, swap, pids and CPU limits of a jail that has a cgroup
+	// serving them (written into it now), and the output limit.
+	base := c.prepSpec
+	base.MemoryMaxBytes, base.SwapMaxBytes, base.PidsMax, base.CPUs = c.Spec.MemoryMaxBytes, c.Spec.SwapMaxBytes, c.Spec.PidsMax, c.Spec.CPUs
+	spec, err := commandSpec(base, c.Spec)
+	was, to := c.prepSpec.limits(), spec.limits()
+	was.CPUTime, to.CPUTime = 0, 0
 	switch {
 	case err != nil:
-	case spec.OutputLimitBytes != c.prepSpec.OutputLimitBytes:
-		err = &SpecError{Field: "output_limit_bytes", Value: strconv.FormatInt(spec.OutputLimitBytes, 10), Err: errors.New("is the prepared jail's: its capture is made")}
+	case was != to && spec.validateLimits() != nil:
+		err = spec.validateLimits()
+	case was != to && c.cg == nil:
+		err = &SpecError{Field: changedLimit(was, to), Value: "", Err: errors.New("is the prepared jail's: it was made without a cgroup")}
+	case was != to:
+		if uerr := c.cg.Update(was, to); uerr != nil {
+			err = uerr
+			if errors.Is(uerr, cgroup.ErrCannotUpdate) {
+				err = &SpecError{Field: changedLimit(was, to), Value: "", Err: fmt.Errorf("is the prepared jail's: %w", uerr)}
+			}
+		}
+	}
+	switch {
+	case err != nil:
+	case spec.OutputLimitBytes != c.prepSpec.OutputLimitBytes && c.stdout != nil &&
+		!(c.stdout.SetLimit(spec.outputLimit()) && c.stderr.SetLimit(spec.outputLimit())):
+		err = &SpecError{Field: "output_limit_bytes", Value: strconv.FormatInt(spec.OutputLimitBytes, 10), Err: errors.New("is the prepared jail's: its output has begun")}
 	case spec.CPUTime > 0 && c.cg == nil:
 		err = &SpecError{Field: "cpu_time", Value: time.Duration(spec.CPUTime).String(), Err: errors.New("needs a cgroup, and the prepared jail has none")}
 	case len(c.Args) == 0 || c.Args[0] == "":
@@ -309,6 +333,19 @@ func (c *Cmd) startPrepared() error {
 		return err
 	}
 	return nil
+}
+
+// changedLimit names the first of the limits a release changes.
+func changedLimit(was, to cgroup.Limits) string {
+	switch {
+	case was.MemoryMaxBytes != to.MemoryMaxBytes:
+		return "memory_max_bytes"
+	case was.SwapMaxBytes != to.SwapMaxBytes:
+		return "swap_max_bytes"
+	case was.PidsMax != to.PidsMax:
+		return "pids_max"
+	}
+	return "cpus"
 }
 
 // undoPrepared undoes Prepare's steps, the last first.

@@ -644,6 +644,49 @@ func TestPreparePreforks(t *testing.T) {
 	}
 }
 
+// TestPrepareLimits: a release may change the limits of a prepared jail
+// whose cgroup serves them, and they hold (the run is OOM-killed at the new,
+// lower memory limit), and its output limit; a limit it was made without
+// is refused, naming the field, and leaves nothing.
+func TestPrepareLimits(t *testing.T) {
+	requireJail(t)
+	ctx := context.Background()
+	c := Command(ctx, Spec{MemoryMaxBytes: 256 << 20, PidsMax: 64}, "/bin/true")
+	c.Capture = true
+	require.NoError(t, c.Prepare())
+	c.Spec.MemoryMaxBytes, c.Spec.PidsMax, c.Spec.OutputLimitBytes = 16<<20, 8, 8
+	c.Args = []string{"/bin/sh", "-c", "echo 0123456789abcdef; cat /sys/fs/cgroup/pids.max 2>/dev/null; dd if=/dev/zero of=/dev/null bs=64M count=1"}
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait())
+	assert.Equal(t, StatusOOMKilled, c.Result.Status, "64 MiB under the release's 16 MiB: %s", c.Result.Stderr)
+	assert.True(t, c.Result.StdoutTruncated, "the release's output limit")
+	assert.Len(t, c.Result.Stdout, 8)
+
+	c = Command(ctx, Spec{PidsMax: 64}, "/bin/true")
+	require.NoError(t, c.Prepare())
+	paths := c.cg.Paths()
+	c.Spec.MemoryMaxBytes = 64 << 20
+	var se *SpecError
+	require.ErrorAs(t, c.Start(), &se)
+	assert.Equal(t, "memory_max_bytes", se.Field)
+	for _, p := range paths {
+		_, err := os.Stat(p)
+		assert.True(t, os.IsNotExist(err), "%s is removed", p)
+	}
+
+	c = Command(ctx, Spec{}, "/bin/true")
+	require.NoError(t, c.Prepare())
+	c.Spec.PidsMax = 8
+	require.ErrorAs(t, c.Start(), &se)
+	assert.Equal(t, "pids_max", se.Field)
+
+	c = Command(ctx, Spec{PidsMax: 64}, "/bin/true")
+	require.NoError(t, c.Prepare())
+	c.Spec.PidsMax = -1
+	require.ErrorAs(t, c.Start(), &se)
+	assert.Equal(t, "pids_max", se.Field)
+}
+
 func TestPrepare(t *testing.T) {
 	requireJail(t)
 	ctx := context.Background()

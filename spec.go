@@ -510,12 +510,8 @@ func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 	if disabled["mount"] && (s.Root != "" || len(s.Mounts) > 0) {
 		return nil, bad("disable_namespaces", "mount", "root and mounts need a mount namespace")
 	}
-	if err := s.limits().Validate(); err != nil {
-		var le *cgroup.LimitError
-		if errors.As(err, &le) {
-			return nil, bad(limitFields[le.Field], le.Value, "%s", le.Reason)
-		}
-		return nil, bad("limits", "", "%v", err)
+	if err := s.validateLimits(); err != nil {
+		return nil, err
 	}
 	switch {
 	case s.SeccompPolicy != nil && s.Seccomp != "":
@@ -635,6 +631,20 @@ func (s *Spec) rlimits(hard map[string]uint64) []Rlimit {
 func (s *Spec) limits() cgroup.Limits {
 	return cgroup.Limits{MemoryMaxBytes: s.MemoryMaxBytes, SwapMaxBytes: s.SwapMaxBytes, PidsMax: s.PidsMax,
 		CPUs: s.CPUs, CPUWeight: s.CPUWeight, IOWeight: s.IOWeight, CPUTime: time.Duration(s.CPUTime)}
+}
+
+// validateLimits checks the Spec's cgroup limits; a *SpecError names the
+// field.
+func (s *Spec) validateLimits() error {
+	err := s.limits().Validate()
+	if err == nil {
+		return nil
+	}
+	var le *cgroup.LimitError
+	if errors.As(err, &le) {
+		return &SpecError{Field: limitFields[le.Field], Value: le.Value, Err: errors.New(le.Reason)}
+	}
+	return &SpecError{Field: "limits", Err: err}
 }
 
 // limitFields maps cgroup.Limits fields to the Spec's JSON names.

@@ -31,6 +31,9 @@ func (g *Group) Attach(int) error { return errNotLinux }
 // AttachFiles returns an error matching [errors.ErrUnsupported].
 func (g *Group) AttachFiles() ([]*os.File, error) { return nil, errNotLinux }
 
+// Update returns an error matching [errors.ErrUnsupported].
+func (g *Group) Update(Limits, Limits) error { return errNotLinux }
+
 // Verify returns an error matching [errors.ErrUnsupported].
 func (g *Group) Verify(int) error { return errNotLinux }
 

@@ -47,3 +47,8 @@ func (e *UnenforcedError) Error() string {
 
 // Is reports whether target is [errors.ErrUnsupported].
 func (e *UnenforcedError) Is(target error) bool { return target == errors.ErrUnsupported }
+
+// ErrCannotUpdate is wrapped by Update's error when the group was made
+// without a controller the new limits need: a limit can be changed, not
+// added to a group whose processes already run.
+var ErrCannotUpdate = errors.New("the group was made without this limit's controller")

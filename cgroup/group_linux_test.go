@@ -175,6 +175,48 @@ func TestNewWritesLimits(t *testing.T) {
 	})
 }
 
+// TestUpdate: the limits of a group in use change as New would have set
+// them, lowered and raised (v1 keeps memory+swap at or above memory); a
+// limit the group was made without cannot be added, and then nothing
+// changes.
+func TestUpdate(t *testing.T) {
+	requireRoot(t)
+	was := Limits{MemoryMaxBytes: 64 << 20, PidsMax: 32, CPUs: 0.5}
+	g := newGroup(t, was, Options{})
+	memFile := "memory.max"
+	if !g.dirServing(ControllerMemory).hier.V2 {
+		memFile = "memory.limit_in_bytes"
+	}
+	cpu := func() string {
+		if g.dirServing(ControllerCPU).hier.V2 {
+			return readControl(t, g, "cpu", "cpu.max")
+		}
+		return readControl(t, g, "cpu", "cpu.cfs_quota_us") + " " + readControl(t, g, "cpu", "cpu.cfs_period_us")
+	}
+	for _, to := range []Limits{
+		{MemoryMaxBytes: 32 << 20, PidsMax: 8, CPUs: 0.25},
+		{MemoryMaxBytes: 128 << 20, PidsMax: 64, CPUs: 1.5},
+		{MemoryMaxBytes: 128 << 20, PidsMax: 64, CPUs: 1.5},
+	} {
+		require.NoError(t, g.Update(was, to), "%+v -> %+v", was, to)
+		assert.Equal(t, strconv.FormatInt(to.MemoryMaxBytes, 10), readControl(t, g, "memory", memFile))
+		assert.Equal(t, strconv.FormatInt(to.PidsMax, 10), readControl(t, g, "pids", "pids.max"))
+		assert.Equal(t, cpuMax(to.CPUs), cpu())
+		if d := g.dirServing(ControllerMemory); !d.hier.V2 && hostHasSwap() {
+			assert.Equal(t, strconv.FormatInt(to.MemoryMaxBytes, 10), readControl(t, g, "memory", "memory.memsw.limit_in_bytes"))
+		}
+		was = to
+	}
+
+	// A controller the group was made without: refused, nothing written.
+	small := newGroup(t, Limits{PidsMax: 16}, Options{})
+	err := small.Update(Limits{PidsMax: 16}, Limits{PidsMax: 8, MemoryMaxBytes: 64 << 20})
+	require.ErrorIs(t, err, ErrCannotUpdate)
+	assert.Equal(t, "16", readControl(t, small, "pids", "pids.max"), "nothing changed")
+	assert.Error(t, small.Update(Limits{PidsMax: 16}, Limits{PidsMax: 8, CPUWeight: 50}), "only memory, swap, pids and cpus")
+
+}
+
 func TestNewIOWeight(t *testing.T) {
 	requireRoot(t)
 	// Whether a weight file exists depends on the I/O schedulers the kernel

@@ -111,6 +111,26 @@ pools:
 	assert.Equal(t, "pool", apiError(t, b).Field)
 	res = s.runIn(t, `{"pool": "own", "argv": ["/bin/true"]}`)
 	assert.Equal(t, jail.PoolHit, res.Pool, "root may")
+
+	// A run's own env, cwd and limits keep the member (a hit): its cgroup
+	// takes the limits at the release, and they hold (64 MiB under the
+	// run's 16 MiB is OOM-killed, not under the pool's 128 MiB). A limit
+	// the pool's spec does not set is a cold start of the run's spec.
+	require.Eventually(t, func() bool { return s.pools(t)["own"].Ready == 1 }, 30*time.Second, 20*time.Millisecond)
+	res = s.runIn(t, `{"pool": "own", "shell": "echo $GREET in $PWD; dd if=/dev/zero of=/dev/null bs=64M count=1",
+		"env": ["GREET=hi"], "cwd": "/tmp", "limits": {"memory_max_bytes": 16777216, "output_limit_bytes": 4096}}`)
+	assert.Equal(t, jail.PoolHit, res.Pool)
+	assert.Equal(t, jail.StatusOOMKilled, res.Status, "%s", res.Stderr)
+	assert.True(t, strings.HasPrefix(res.Stdout, "hi in /tmp\n"), "%q", res.Stdout)
+	require.Eventually(t, func() bool { return s.pools(t)["own"].Ready == 1 }, 30*time.Second, 20*time.Millisecond)
+	res = s.runIn(t, `{"pool": "own", "shell": "dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null && echo fits"}`)
+	assert.Equal(t, jail.PoolHit, res.Pool)
+	assert.Equal(t, "fits\n", res.Stdout, "the next member has the pool's own limit: %s", res.Stderr)
+	res = s.runIn(t, `{"pool": "own", "argv": ["/bin/true"], "limits": {"cpus": 0.5}}`)
+	assert.Equal(t, jail.PoolMiss, res.Pool, "the pool's members have no cpu limit to change")
+	assert.Equal(t, jail.StatusExited, res.Status)
+	code, b = s.do(t, "POST", "/v1/run", `{"pool": "own", "argv": ["/bin/true"], "limits": {"pids_max": -1}}`)
+	assert.Equal(t, http.StatusBadRequest, code, "%s", b)
 	code, b = s.do(t, "POST", "/v1/run", `{"pool": "nope", "argv": ["true"]}`)
 	assert.Equal(t, http.StatusNotFound, code, "%s", b)
 	code, b = s.do(t, "POST", "/v1/run", `{"pool": "warm", "profile": "strict", "argv": ["true"]}`)

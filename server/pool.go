@@ -530,13 +530,17 @@ func (s *Server) runPooled(r *http.Request, t Tenant, p *pool, spec jail.Spec, r
 	if e != nil {
 		return nil, e
 	}
+	req.override(&spec)
+	if e := checkSpec(t, &spec, "limits"); e != nil { // the tenant's memory quota
+		return nil, e
+	}
 	release, e := s.acquire(t)
 	if e != nil {
 		return nil, e
 	}
 	defer release()
 	var m *member
-	if reflect.DeepEqual(spec, p.spec) {
+	if releasable(p.spec, spec) {
 		m = p.claim()
 	} else {
 		p.mu.Lock()
@@ -563,6 +567,7 @@ func (s *Server) runPooled(r *http.Request, t Tenant, p *pool, spec jail.Spec, r
 	defer stop()
 	c := m.c
 	c.Args = argv
+	c.Spec = spec
 	if req.Timeout != 0 {
 		c.Spec.Timeout = req.Timeout
 	}
@@ -594,6 +599,25 @@ func (s *Server) runPooled(r *http.Request, t Tenant, p *pool, spec jail.Spec, r
 		res.Pool = jail.PoolHit
 	}
 	return res, e
+}
+
+// releasable reports whether a member of a pool of spec pool can run spec:
+// what differs is what a release may change (jail.Cmd.Prepare): env, cwd,
+// timeout, the kill grace, the output limit, and the limits its cgroup
+// serves (those the pool's spec sets; the CPU time limit needs a cgroup).
+func releasable(pool, spec jail.Spec) bool {
+	hasCgroup := pool.MemoryMaxBytes > 0 || pool.PidsMax > 0 || pool.CPUs > 0 || pool.CPUWeight > 0 || pool.IOWeight > 0
+	switch {
+	case (spec.MemoryMaxBytes != pool.MemoryMaxBytes || spec.SwapMaxBytes != pool.SwapMaxBytes) && pool.MemoryMaxBytes == 0,
+		spec.PidsMax != pool.PidsMax && pool.PidsMax == 0,
+		spec.CPUs != pool.CPUs && pool.CPUs == 0,
+		spec.CPUTime > 0 && !hasCgroup:
+		return false
+	}
+	s := spec
+	s.Env, s.Cwd, s.Timeout, s.KillGrace, s.OutputLimitBytes = pool.Env, pool.Cwd, pool.Timeout, pool.KillGrace, pool.OutputLimitBytes
+	s.MemoryMaxBytes, s.SwapMaxBytes, s.PidsMax, s.CPUs, s.CPUTime = pool.MemoryMaxBytes, pool.SwapMaxBytes, pool.PidsMax, pool.CPUs, pool.CPUTime
+	return reflect.DeepEqual(s, pool)
 }
 
 // createPooled answers a session create that names a pool of sessions: a

@@ -488,6 +488,51 @@ type RunRequest struct {
 	// member built ahead when one is ready.
 	Pool string `json:"pool,omitempty"`
 	Command
+	// Env entries replace or add to the spec's (KEY=VALUE); Cwd replaces
+	// its working directory.
+	Env []string `json:"env,omitempty"`
+	Cwd string   `json:"cwd,omitempty"`
+	// Limits replace the spec's: a run in a warm pool keeps its member
+	// when the member's cgroup serves them (they are written into it).
+	Limits *RunLimits `json:"limits,omitempty"`
+}
+
+// RunLimits are a run's own limits, the Spec's fields of these names; one
+// left out keeps the spec's, 0 means none (as in a Spec).
+type RunLimits struct {
+	MemoryMaxBytes   *int64         `json:"memory_max_bytes,omitempty"`
+	SwapMaxBytes     *int64         `json:"swap_max_bytes,omitempty"`
+	PidsMax          *int64         `json:"pids_max,omitempty"`
+	CPUs             *float64       `json:"cpus,omitempty"`
+	CPUTime          *jail.Duration `json:"cpu_time,omitempty"`
+	OutputLimitBytes *int64         `json:"output_limit_bytes,omitempty"`
+}
+
+// override applies the request's env, cwd and limits to spec.
+func (r *RunRequest) override(spec *jail.Spec) {
+	if len(r.Env) > 0 {
+		spec.Env = mergeEnv(spec.Env, r.Env)
+	}
+	if r.Cwd != "" {
+		spec.Cwd = r.Cwd
+	}
+	if l := r.Limits; l != nil {
+		set := func(dst *int64, v *int64) {
+			if v != nil {
+				*dst = *v
+			}
+		}
+		set(&spec.MemoryMaxBytes, l.MemoryMaxBytes)
+		set(&spec.SwapMaxBytes, l.SwapMaxBytes)
+		set(&spec.PidsMax, l.PidsMax)
+		set(&spec.OutputLimitBytes, l.OutputLimitBytes)
+		if l.CPUs != nil {
+			spec.CPUs = *l.CPUs
+		}
+		if l.CPUTime != nil {
+			spec.CPUTime = *l.CPUTime
+		}
+	}
 }
 
 // specOf returns the Spec a request names: its own, or its profile's (the
@@ -571,6 +616,7 @@ func (s *Server) prepareRun(ctx context.Context, t Tenant, req *RunRequest, at s
 	if e != nil {
 		return nil, prefix(e)
 	}
+	req.override(&spec)
 	if e := checkSpec(t, &spec, "spec"); e != nil {
 		return nil, prefix(e)
 	}

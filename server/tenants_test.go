@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -288,4 +289,37 @@ func TestParsePools(t *testing.T) {
 			assert.Contains(t, err.Error(), want, bad)
 		}
 	}
+}
+
+// TestReleasable: a pool's member runs a request whose spec differs from
+// the pool's only in what a release may change, limits among them only
+// where the member's cgroup serves them.
+func TestReleasable(t *testing.T) {
+	pool := jail.Spec{MemoryMaxBytes: 256 << 20, PidsMax: 64, Timeout: jail.Duration(time.Second)}
+	ms := func(d time.Duration) jail.Duration { return jail.Duration(d) }
+	for _, tc := range []struct {
+		name string
+		edit func(*jail.Spec)
+		want bool
+	}{
+		{"the pool's own", func(*jail.Spec) {}, true},
+		{"env, cwd, timeout, output limit", func(s *jail.Spec) {
+			s.Env, s.Cwd, s.Timeout, s.OutputLimitBytes = []string{"A=1"}, "/tmp", ms(time.Minute), 4096
+		}, true},
+		{"a lower memory limit", func(s *jail.Spec) { s.MemoryMaxBytes = 64 << 20 }, true},
+		{"no memory limit", func(s *jail.Spec) { s.MemoryMaxBytes = 0 }, true},
+		{"other pids", func(s *jail.Spec) { s.PidsMax = 8 }, true},
+		{"a cpu time limit", func(s *jail.Spec) { s.CPUTime = ms(time.Second) }, true},
+		{"cpus the cgroup does not serve", func(s *jail.Spec) { s.CPUs = 0.5 }, false},
+		{"another hostname", func(s *jail.Spec) { s.Hostname = "other" }, false},
+		{"another seccomp policy", func(s *jail.Spec) { s.Seccomp = "default" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := pool
+			tc.edit(&s)
+			assert.Equal(t, tc.want, releasable(pool, s))
+		})
+	}
+	assert.False(t, releasable(jail.Spec{}, jail.Spec{MemoryMaxBytes: 64 << 20}), "a member without a cgroup takes no limit")
+	assert.False(t, releasable(jail.Spec{}, jail.Spec{CPUTime: ms(time.Second)}), "nor a cpu time limit")
 }

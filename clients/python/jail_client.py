@@ -115,16 +115,16 @@ class Client:
     def info(self):
         return self._json("GET", "/v1/info")
 
-    def run(self, argv=None, shell=None, stdin=None, timeout=None, profile=None, spec=None, pool=None):
+    def run(self, argv=None, shell=None, stdin=None, timeout=None, profile=None, spec=None, pool=None,
+            env=None, cwd=None, limits=None):
         """Run one command in a new jail (or a warm pool's: result["pool"] says hit or miss);
-        returns its result (a dict)."""
+        returns its result (a dict). env (["K=V"]) and cwd override the spec's; limits is a dict
+        of memory_max_bytes, swap_max_bytes, pids_max, cpus, cpu_time, output_limit_bytes."""
         extra = {}
-        if profile is not None:
-            extra["profile"] = profile
-        if spec is not None:
-            extra["spec"] = spec
-        if pool is not None:
-            extra["pool"] = pool
+        for k, v in (("profile", profile), ("spec", spec), ("pool", pool), ("env", env), ("cwd", cwd),
+                     ("limits", limits)):
+            if v is not None:
+                extra[k] = v
         return self._json("POST", "/v1/run", self._command(argv, shell, stdin, timeout, extra))
 
     def create_session(self, id=None, labels=None, profile=None, spec=None, ttl=None, idle_timeout=None, pool=None):

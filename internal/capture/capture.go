@@ -50,6 +50,20 @@ func New(limit int64) *Buffer {
 	}
 }
 
+// SetLimit changes the limit New was given, as long as nothing was written
+// yet (a jail prepared ahead, released for a run with a limit of its own);
+// after that it returns false and changes nothing.
+func (b *Buffer) SetLimit(limit int64) bool {
+	nb := New(limit)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.total != 0 {
+		return false
+	}
+	b.limit, b.headMax, b.tailMax = nb.limit, nb.headMax, nb.tailMax
+	return true
+}
+
 // Write counts p and keeps the bytes of it that belong to the head or the tail.
 // It always consumes all of p and never returns an error, so that an
 // [io.Copy] from the payload's pipe never stops early and the payload never

@@ -49,7 +49,7 @@ func TestReadIdentity(t *testing.T) {
 	st, _ := ReadStat(os.Getpid())
 	// The state is the main thread's: running, or sleeping while another
 	// thread runs this test (as under -race); never a zombie's.
-	if self != byPid || self.StartTime != st.StartTime || self.PIDNS == 0 || (self.State != 'R' && self.State != 'S') {
+	if self.StartTime != byPid.StartTime || self.PIDNS != byPid.PIDNS || self.StartTime != st.StartTime || self.PIDNS == 0 || (self.State != 'R' && self.State != 'S') {
 		t.Errorf("got %+v by self and %+v by pid, want one live identity with start time %d", self, byPid, st.StartTime)
 	}
 	if _, err := ReadIdentity("999999999"); err == nil {
