@@ -658,9 +658,10 @@ func TestPrepareLimits(t *testing.T) {
 	c.Args = []string{"/bin/sh", "-c", "echo 0123456789abcdef; cat /sys/fs/cgroup/pids.max 2>/dev/null; dd if=/dev/zero of=/dev/null bs=64M count=1"}
 	require.NoError(t, c.Start())
 	require.NoError(t, c.Wait())
-	assert.Equal(t, StatusOOMKilled, c.Result.Status, "64 MiB under the release's 16 MiB: %s", c.Result.Stderr)
+	assert.Contains(t, c.Result.LimitsHit, "memory", "64 MiB under the release's 16 MiB: %s", c.Result.Stderr)
+	assert.Positive(t, c.Result.OOMKills)
 	assert.True(t, c.Result.StdoutTruncated, "the release's output limit")
-	assert.Len(t, c.Result.Stdout, 8)
+	assert.Less(t, len(c.Result.Stdout), 40, "%q", c.Result.Stdout)
 
 	c = Command(ctx, Spec{PidsMax: 64}, "/bin/true")
 	require.NoError(t, c.Prepare())
@@ -729,11 +730,11 @@ func TestPrepare(t *testing.T) {
 	c = Command(ctx, spec, "true")
 	require.NoError(t, c.Prepare())
 	check = gone(c)
-	c.Spec.MemoryMaxBytes = 128 << 20
+	c.Spec.Hostname = "other"
 	err := c.Start()
 	var se *SpecError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, "memory_max_bytes", se.Field)
+	assert.Equal(t, "hostname", se.Field)
 	assert.Equal(t, StatusSetupError, c.Result.Status)
 	check()
 

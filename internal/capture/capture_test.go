@@ -426,3 +426,17 @@ func TestBase64IsBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestSetLimit(t *testing.T) {
+	b := capture.New(1 << 20)
+	if !b.SetLimit(8) {
+		t.Fatal("SetLimit before any write: got false")
+	}
+	b.Write([]byte("0123456789abcdef"))
+	if !b.Truncated() || b.Total() != 16 {
+		t.Errorf("got truncated %v, total %d; want true, 16", b.Truncated(), b.Total())
+	}
+	if b.SetLimit(1 << 20) {
+		t.Error("SetLimit after a write: got true")
+	}
+}
