@@ -12,6 +12,8 @@ r = c.run(shell="read x; echo got $x; exit 3", stdin="hi\n")
 assert r["status"] == "exited" and r["exit_code"] == 3 and r["stdout"] == "got hi\n", r
 r = c.run(argv=["cat"], stdin=b"\xff\x00bytes")
 assert r["stdout_encoding"] == "base64", r
+r = c.run(shell="echo $GREET in $PWD", env=["GREET=hi"], cwd="/", limits={"pids_max": 16, "output_limit_bytes": 4096})
+assert r["stdout"] == "hi in /\n", r
 
 try:
     c.run(argv=["id"], spec={"memory_max_bytes": "lots"})
