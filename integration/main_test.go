@@ -214,6 +214,7 @@ func requireGone(t *testing.T, s string) {
 type result struct {
 	stdout, stderr string
 	code           int
+	pid            int // jail's
 }
 
 // jailCmd returns the command `jail args...` with stdin from /dev/null.
@@ -236,7 +237,7 @@ func runJail(t *testing.T, args ...string) result {
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("jail %v: %v", args, err)
 	}
-	r := result{stdout: out.String(), stderr: errb.String(), code: c.ProcessState.ExitCode()}
+	r := result{stdout: out.String(), stderr: errb.String(), code: c.ProcessState.ExitCode(), pid: c.Process.Pid}
 	return r
 }
 

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -289,4 +290,67 @@ func TestServeUnreachableFromJails(t *testing.T) {
 	}
 	code, b := s.do(t, "POST", "/v1/sessions", `{"spec": {"network": {"mode": "egress", "allow": ["`+host+`:`+port+`"]}}}`)
 	assert.Equal(t, http.StatusForbidden, code, "a session too: %s", b)
+}
+
+// TestServeReload: SIGHUP reads the tokens, the tenant policy and the
+// pools again, without a restart: a revoked token is refused from the next
+// request on and a new one taken, the new policy holds, a pool the file
+// drops goes and one it adds is filled; a file that does not parse changes
+// nothing.
+func TestServeReload(t *testing.T) {
+	requireRoot(t)
+	dir := openDir(t)
+	tokens := filepath.Join(dir, "tokens.yaml")
+	old := newToken(t, tokens, "ci", "run,sessions")
+	policy := filepath.Join(dir, "tenants.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte("tenants:\n  ci: {profiles: [strict, default]}\n"), 0o644))
+	pools := filepath.Join(dir, "pools.yaml")
+	require.NoError(t, os.WriteFile(pools, []byte("pools:\n- {name: first, profile: strict, min_ready: 1}\n"), 0o644))
+	port := strconv.Itoa(freePort(t))
+	s := serve(t, openDir(t), "--listen", "tcp://127.0.0.1:"+port, "--insecure-plaintext", "--tokens", tokens, "--tenants", policy, "--pools", pools)
+	require.Eventually(t, func() bool { return s.pools(t)["first"].Ready == 1 }, 30*time.Second, 20*time.Millisecond)
+	run := func(token, body string) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequest("POST", "http://127.0.0.1:"+port+"/v1/run", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, b
+	}
+	code, b := run(old, `{"profile": "default", "argv": ["true"]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+
+	// New files: the old token revoked, another one; default no longer
+	// allowed; another pool.
+	fresh := filepath.Join(dir, "tokens-new.yaml")
+	neu := newToken(t, fresh, "ci", "run,sessions")
+	require.NoError(t, os.Rename(fresh, tokens))
+	require.NoError(t, os.WriteFile(policy, []byte("tenants:\n  ci: {profiles: [strict]}\n"), 0o644))
+	require.NoError(t, os.WriteFile(pools, []byte("pools:\n- {name: second, profile: strict, min_ready: 1}\n"), 0o644))
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Contains(s.log.String(), "reloaded") }, 10*time.Second, 20*time.Millisecond, "%s", s.log)
+	code, b = run(old, `{"argv": ["true"]}`)
+	assert.Equal(t, http.StatusUnauthorized, code, "the revoked token: %s", b)
+	code, b = run(neu, `{"profile": "default", "argv": ["true"]}`)
+	assert.Equal(t, http.StatusForbidden, code, "the new policy: %s", b)
+	code, b = run(neu, `{"argv": ["true"]}`)
+	assert.Equal(t, http.StatusOK, code, "the new token: %s", b)
+	require.Eventually(t, func() bool { return s.pools(t)["second"].Ready == 1 }, 30*time.Second, 20*time.Millisecond)
+	_, kept := s.pools(t)["first"]
+	assert.False(t, kept, "the pool the file dropped")
+
+	// A file that does not parse: nothing changes.
+	require.NoError(t, os.WriteFile(pools, []byte("pools: [{name: third, profile: nope, min_ready: 1}]\n"), 0o644))
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Contains(s.log.String(), "msg=reload ") }, 10*time.Second, 20*time.Millisecond, "%s", s.log)
+	p := s.pools(t)
+	assert.Contains(t, p, "second")
+	assert.NotContains(t, p, "third")
+	code, b = run(neu, `{"argv": ["true"]}`)
+	assert.Equal(t, http.StatusOK, code, "%s", b)
+	s.stop(t)
 }

@@ -35,8 +35,27 @@ type served struct {
 	cmd    *exec.Cmd
 	sock   string
 	state  string
-	log    *bytes.Buffer
+	log    *syncBuffer
 	client *http.Client
+}
+
+// syncBuffer is a bytes.Buffer that a test may read while a process
+// writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // serve starts `jail serve` on a socket every user may connect to, with
@@ -44,7 +63,7 @@ type served struct {
 func serve(t *testing.T, state string, flags ...string) *served {
 	t.Helper()
 	dir := openDir(t)
-	s := &served{sock: filepath.Join(dir, "jail.sock"), state: state, log: &bytes.Buffer{}}
+	s := &served{sock: filepath.Join(dir, "jail.sock"), state: state, log: &syncBuffer{}}
 	s.cmd = exec.Command(jailBin, append([]string{"serve", "--listen", "unix:" + s.sock, "--state-dir", state, "--socket-mode", "0666", "--grace", "10s"}, flags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	require.NoError(t, s.cmd.Start())

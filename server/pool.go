@@ -230,6 +230,9 @@ type pool struct {
 type pools struct {
 	mu     sync.Mutex
 	byName map[string]*pool
+	// fromFile are the names of the pools of the pools file (Config.Pools,
+	// then Reload's): a reload removes those its file no longer lists.
+	fromFile map[string]bool
 }
 
 func (ps *pools) get(name string) *pool {
@@ -251,6 +254,7 @@ func (ps *pools) all() []*pool {
 
 // startPools makes the pools of f and starts filling them.
 func (s *Server) startPools(f *PoolsFile) error {
+	s.pools.fromFile = map[string]bool{}
 	for _, cfg := range f.Pools {
 		p, err := s.newPool(cfg)
 		if err != nil {
@@ -258,6 +262,69 @@ func (s *Server) startPools(f *PoolsFile) error {
 			return err
 		}
 		s.pools.byName[cfg.Name] = p
+		s.pools.fromFile[cfg.Name] = true
+	}
+	return nil
+}
+
+// Reload replaces the server's bearer tokens, its tenant policy and the
+// pools of its pools file, as jail serve does on SIGHUP; nil leaves one as
+// it is. A token left out is refused from
+// the next request on; a request under way keeps the tenant it was given.
+// A pool the file adds is made, one whose configuration changed is replaced
+// (its ready members discarded, those running go on), one it no longer
+// lists is removed; a pool made with PUT stays, unless the file names it.
+// The files were checked by their parsers: Reload fails only when a pool
+// cannot be made, and then changes no pool (tokens and policy are
+// replaced all the same).
+func (s *Server) Reload(tokens *Tokens, policy *Policy, pf *PoolsFile) error {
+	if tokens != nil {
+		s.tokens.Store(tokens)
+	}
+	if policy != nil {
+		s.policy.Store(policy)
+	}
+	if pf == nil {
+		return nil
+	}
+	made := map[string]*pool{}
+	for _, cfg := range pf.Pools {
+		if old := s.pools.get(cfg.Name); old != nil && reflect.DeepEqual(old.cfg, cfg) {
+			continue
+		}
+		p, err := s.newPool(cfg)
+		if err != nil {
+			for _, p := range made {
+				p.stop()
+			}
+			return fmt.Errorf("pool %s: %w", cfg.Name, err)
+		}
+		made[cfg.Name] = p
+	}
+	var stale []*pool
+	s.pools.mu.Lock()
+	listed := map[string]bool{}
+	for _, cfg := range pf.Pools {
+		listed[cfg.Name] = true
+	}
+	for name := range s.pools.fromFile {
+		if !listed[name] {
+			if p := s.pools.byName[name]; p != nil {
+				stale = append(stale, p)
+			}
+			delete(s.pools.byName, name)
+		}
+	}
+	for name, p := range made {
+		if old := s.pools.byName[name]; old != nil {
+			stale = append(stale, old)
+		}
+		s.pools.byName[name] = p
+	}
+	s.pools.fromFile = listed
+	s.pools.mu.Unlock()
+	for _, p := range stale {
+		p.stop()
 	}
 	return nil
 }

@@ -106,6 +106,9 @@ type Server struct {
 	execs    execs
 	pools    *pools
 	netns    *jail.NetnsPool // nil: none (not root, or turned off)
+	// tokens and policy are cfg's, replaced by Reload.
+	tokens atomic.Pointer[Tokens]
+	policy atomic.Pointer[Policy]
 }
 
 // New makes a Server.
@@ -130,6 +133,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), idem: newIdempotency()}
+	s.tokens.Store(cfg.Tokens)
+	s.policy.Store(cfg.Policy)
 	s.m.extra = s.writePoolMetrics
 	if cfg.NetnsPool >= 0 && s.uid == 0 {
 		var err error
@@ -171,21 +176,22 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 // tenant returns who asks: a unix socket's peer, or the tenant of the
 // request's bearer token (Authorization: Bearer TOKEN).
 func (s *Server) tenant(r *http.Request) (Tenant, *Error) {
+	policy, tokens := s.policy.Load(), s.tokens.Load()
 	if uid, ok := r.Context().Value(tenantKey{}).(uint32); ok {
-		return uidTenant(uid, s.uid, s.cfg.Policy), nil
+		return uidTenant(uid, s.uid, policy), nil
 	}
-	if s.cfg.Tokens == nil {
+	if tokens == nil {
 		return Tenant{}, apiErr(CodeUnauthenticated, "", "the peer of this connection is unknown: connect to the server's unix socket")
 	}
 	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
 		return Tenant{}, apiErr(CodeUnauthenticated, "", "no bearer token: send Authorization: Bearer TOKEN")
 	}
-	tok := s.cfg.Tokens.lookup(strings.TrimSpace(secret))
+	tok := tokens.lookup(strings.TrimSpace(secret))
 	if tok == nil {
 		return Tenant{}, apiErr(CodeUnauthenticated, "", "the bearer token is not one of the server's")
 	}
-	return tokenTenant(tok, s.cfg.Policy), nil
+	return tokenTenant(tok, policy), nil
 }
 
 // sessions is the tenant's session manager.

@@ -112,7 +112,11 @@ in a jail holds a capability over its network.
 
 Sessions live in the state directory: they outlive the server, and a new server finds
 them. SIGTERM or SIGINT drains: new work is refused (503), /v1/ready answers 503,
-requests under way get --grace to finish, then the server exits.`,
+requests under way get --grace to finish, then the server exits. SIGHUP reads --tokens,
+--tenants and --pools again: a token left out is refused from the next request on, the
+policy applies to the next request, and pools the file adds, changes or drops are made,
+replaced or removed (pools made with PUT stay); a file that does not parse changes nothing
+and is logged.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			defSock, defState, err := defaultServeDirs()
@@ -155,32 +159,9 @@ requests under way get --grace to finish, then the server exits.`,
 			if netnsPool == 0 {
 				cfg.NetnsPool = -1
 			}
-			if tokensFile != "" {
-				b, err := os.ReadFile(tokensFile)
-				if err != nil {
-					return usageError("--tokens: %v", err)
-				}
-				if cfg.Tokens, err = server.ParseTokens(b); err != nil {
-					return usageError("--tokens %s: %v", tokensFile, err)
-				}
-			}
-			if tenantsFile != "" {
-				b, err := os.ReadFile(tenantsFile)
-				if err != nil {
-					return usageError("--tenants: %v", err)
-				}
-				if cfg.Policy, err = server.ParsePolicy(b); err != nil {
-					return usageError("--tenants %s: %v", tenantsFile, err)
-				}
-			}
-			if poolsFile != "" {
-				b, err := os.ReadFile(poolsFile)
-				if err != nil {
-					return usageError("--pools: %v", err)
-				}
-				if cfg.Pools, err = server.ParsePools(b); err != nil {
-					return usageError("--pools %s: %v", poolsFile, err)
-				}
+			files := serveFiles{tokens: tokensFile, tenants: tenantsFile, pools: poolsFile}
+			if cfg.Tokens, cfg.Policy, cfg.Pools, err = files.load(); err != nil {
+				return usageError("%v", err)
 			}
 			var tlsConf *tls.Config
 			if tlsCert != "" || tlsKey != "" {
@@ -229,7 +210,7 @@ requests under way get --grace to finish, then the server exits.`,
 			hs := &http.Server{Handler: srv.Handler(), ConnContext: server.ConnContext, ReadHeaderTimeout: 10 * time.Second,
 				IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(h, slog.LevelWarn)}
 			sigs := make(chan os.Signal, 1)
-			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			done := make(chan error, len(lns))
 			for i, ln := range lns {
 				go func() { done <- hs.Serve(ln) }()
@@ -243,12 +224,28 @@ requests under way get --grace to finish, then the server exits.`,
 					}
 				}
 			}
-			select {
-			case err := <-done:
-				hs.Close()
-				removeSockets()
-				return err
-			case sig := <-sigs:
+			for {
+				var sig os.Signal
+				select {
+				case err := <-done:
+					hs.Close()
+					removeSockets()
+					return err
+				case sig = <-sigs:
+				}
+				if sig == syscall.SIGHUP {
+					// The files again; one that does not parse changes nothing.
+					tok, pol, pools, err := files.load()
+					if err == nil {
+						err = srv.Reload(tok, pol, pools)
+					}
+					if err != nil {
+						log.Error("reload", "err", err)
+					} else {
+						log.Info("reloaded", "tokens", files.tokens, "tenants_policy", files.tenants, "pools", files.pools)
+					}
+					continue
+				}
 				log.Info("draining", "signal", sig.String(), "grace", grace)
 				srv.Drain()
 				ctx, cancel := context.WithTimeout(context.Background(), grace)
@@ -442,4 +439,35 @@ func listenUnix(path string, mode os.FileMode) (net.Listener, error) {
 		return nil, err
 	}
 	return ln, nil
+}
+
+// serveFiles are jail serve's files, read at the start and again on
+// SIGHUP.
+type serveFiles struct{ tokens, tenants, pools string }
+
+// load reads and checks the files given; nil for one not given.
+func (f serveFiles) load() (tokens *server.Tokens, policy *server.Policy, pools *server.PoolsFile, err error) {
+	read := func(flag, path string, parse func([]byte) error) error {
+		if path == "" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("--%s: %v", flag, err)
+		}
+		if err := parse(b); err != nil {
+			return fmt.Errorf("--%s %s: %v", flag, path, err)
+		}
+		return nil
+	}
+	if err = read("tokens", f.tokens, func(b []byte) (err error) { tokens, err = server.ParseTokens(b); return err }); err != nil {
+		return nil, nil, nil, err
+	}
+	if err = read("tenants", f.tenants, func(b []byte) (err error) { policy, err = server.ParsePolicy(b); return err }); err != nil {
+		return nil, nil, nil, err
+	}
+	if err = read("pools", f.pools, func(b []byte) (err error) { pools, err = server.ParsePools(b); return err }); err != nil {
+		return nil, nil, nil, err
+	}
+	return tokens, policy, pools, nil
 }
