@@ -177,13 +177,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 		}
 		defer from.Close()
 	}
-	if err := ss.validate(); err != nil {
-		return nil, err
-	}
-	if ss.ID == "" {
-		ss.ID = newSessionID()
-	}
-	base, err := m.dir()
+	base, err := m.newSession(&ss)
 	if err != nil {
 		return nil, err
 	}
@@ -1178,6 +1172,18 @@ func (s *Session) Update(u SessionUpdate) error {
 	return writeState(dir, st)
 }
 
+// newSession checks ss, gives it an id when it has none, and returns the
+// state directory its session goes in: what Create and Adopt begin with.
+func (m *Sessions) newSession(ss *SessionSpec) (string, error) {
+	if err := ss.validate(); err != nil {
+		return "", err
+	}
+	if ss.ID == "" {
+		ss.ID = newSessionID()
+	}
+	return m.dir()
+}
+
 // Adopt moves the running session id of src into m, as a session made
 // now: under ss.ID (a new id when empty), with ss.Labels, and ss.TTL and
 // ss.IdleTimeout counted from now; the rest of ss is not used (the
@@ -1188,13 +1194,7 @@ func (s *Session) Update(u SessionUpdate) error {
 // for a session of src that is gone; then the session is left in src.
 func (m *Sessions) Adopt(src *Sessions, id string, ss SessionSpec) (*Session, error) {
 	ss.Spec, ss.Workspace, ss.From = Spec{}, Workspace{}, ""
-	if err := ss.validate(); err != nil {
-		return nil, err
-	}
-	if ss.ID == "" {
-		ss.ID = newSessionID()
-	}
-	base, err := m.dir()
+	base, err := m.newSession(&ss)
 	if err != nil {
 		return nil, err
 	}

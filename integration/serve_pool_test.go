@@ -47,6 +47,14 @@ func (s *served) runIn(t *testing.T, body string) jail.Result {
 	return res
 }
 
+// writePools writes a pools file for jail serve --pools and returns its path.
+func writePools(t *testing.T, yaml string) string {
+	t.Helper()
+	file := filepath.Join(openDir(t), "pools.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(yaml), 0o644))
+	return file
+}
+
 // TestServePools: a run in a warm pool takes a member built ahead (hit)
 // with its own argv, stdin and timeout; with none ready it is a cold
 // start (miss), never an error; members are never reused, old ones are
@@ -55,15 +63,13 @@ func (s *served) runIn(t *testing.T, body string) jail.Result {
 func TestServePools(t *testing.T) {
 	requireRoot(t)
 	before := allJailCgroups()
-	dir := openDir(t)
-	file := filepath.Join(dir, "pools.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(`
+	file := writePools(t, `
 pools:
   - {name: warm, profile: strict, min_ready: 2, max: 4}
   - {name: one, profile: strict, min_ready: 1, max: 1, replenish_delay: 1h}
   - {name: young, profile: strict, min_ready: 1, max_age: 200ms}
   - {name: own, spec: {memory_max_bytes: 134217728}, min_ready: 1}
-`), 0o644))
+`)
 	s := serve(t, openDir(t), "--pools", file)
 	require.Eventually(t, func() bool {
 		p := s.pools(t)
@@ -275,14 +281,12 @@ func (s *served) stop(t *testing.T) {
 func TestServeSessionPools(t *testing.T) {
 	requireRoot(t)
 	before := allJailCgroups()
-	dir := openDir(t)
-	file := filepath.Join(dir, "pools.yaml")
-	require.NoError(t, os.WriteFile(file, []byte(`
+	file := writePools(t, `
 pools:
   - {name: sess, kind: session, profile: strict, min_ready: 2}
   - {name: solo, kind: session, profile: strict, min_ready: 1, max: 1, replenish_delay: 1h, workspace: {type: none}}
   - {name: runs, profile: strict, min_ready: 1}
-`), 0o644))
+`)
 	state := openDir(t)
 	s := serve(t, state, "--pools", file)
 	require.Eventually(t, func() bool {
