@@ -12,9 +12,12 @@
 #
 # libseccomp comes from its own source, at the release Debian 12 ships
 # (what the tests run against), fetched through the Go module proxy
-# (go mod download; its checksum database vouches for the archive, and
-# the hash below pins it), and is built once per machine into
-# ${XDG_CACHE_HOME:-~/.cache}/jail-build. Nothing is installed.
+# (go mod download; its checksum database vouches for the archive, the
+# hash below pins it, and a digest of the files compiled checks the module
+# cache's copy), and is built once per machine into
+# ${XDG_CACHE_HOME:-~/.cache}/jail-build: that cache is trusted as the Go
+# module cache is (whoever can write either can change what is built).
+# Nothing is installed.
 #
 # `go build ./cmd/jail` (glibc, libseccomp-dev) and `go install` still
 # work, and so does the glibc static build README.md gave before: this
@@ -36,7 +39,11 @@ done
 
 libseccomp=2.5.4
 libseccomp_sum='h1:AA+LXg5XBY5Cbnc8OjWOLgEWwYAoeGJxHw/vU/wANhw='
-recipe=1 # bump when the way libseccomp is built below changes
+# The digest of the files compiled (sha256sum of each, sorted by name, then
+# of that list): the module cache's copy is checked, not only the sum Go
+# recorded when it downloaded the archive.
+libseccomp_files_sum=b5d38ebe2420cb6f2f74b0e54c67b37307e2575f4aceb84745e7e75c9f84abd7
+recipe=2 # bump when the way libseccomp is built below changes
 
 for tool in go musl-gcc gperf pkg-config ar; do
 	command -v "$tool" >/dev/null || {
@@ -69,6 +76,12 @@ if [ ! -f "$prefix/lib/libseccomp.a" ]; then
 	sum=$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p')
 	if [ "$sum" != "$libseccomp_sum" ] || [ ! -d "$src/src" ]; then
 		echo "build.sh: libseccomp $libseccomp: got $sum from the module proxy, want $libseccomp_sum" >&2
+		exit 1
+	fi
+	files_sum=$(cd "$src" && ls src/*.c src/*.h src/syscalls.csv src/syscalls.perf.template src/arch-gperf-generate \
+		include/seccomp.h.in include/seccomp-syscalls.h | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+	if [ "$files_sum" != "$libseccomp_files_sum" ]; then
+		echo "build.sh: libseccomp $libseccomp in $src: its files' digest is $files_sum, want $libseccomp_files_sum (a changed module cache?)" >&2
 		exit 1
 	fi
 	echo "build.sh: building libseccomp $libseccomp with musl into $prefix" >&2

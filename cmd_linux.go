@@ -759,16 +759,24 @@ func (c *Cmd) awaitReady() error {
 // tear down the jail's mounts (an RCU grace period and the file systems'
 // ends: about 0.25 ms of its exit, measured) while Wait waits for it:
 // Wait closes the namespace on another goroutine once the jail is gone.
-// Nothing can enter it meanwhile: no process is left in it. PID 1 is our
-// child, not yet reaped, so its pid names it. Best effort: without it,
-// PID 1's exit does the teardown.
+// Nothing can enter it meanwhile: no process is left in it. Best effort:
+// without it, PID 1's exit does the teardown.
 func (c *Cmd) holdMountNS() {
 	if c.sessionInit != nil || c.l.plan.Flags&nsexec.FlagMountNS == 0 {
 		return
 	}
-	if f, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", c.child.Pid())); err == nil {
-		c.mntns = f
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", c.child.Pid()))
+	if err != nil {
+		return
 	}
+	// With FlagNoGo PID 1 may have ended, been reaped and its pid reused
+	// before the open: only a pidfd that still reaches it says the
+	// namespace opened is the jail's.
+	if c.child.Signal(syscall.Signal(0)) != nil {
+		f.Close()
+		return
+	}
+	c.mntns = f
 }
 
 // releaseMountNS closes the held mount namespace, which tears down the

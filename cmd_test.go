@@ -24,6 +24,7 @@ import (
 	"github.com/jailrt/jail/landlock"
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/nsexec"
+	"github.com/jailrt/jail/seccomp"
 )
 
 // These tests start real jails through the Go API. The test binary links the
@@ -564,8 +565,9 @@ func TestStageExecutable(t *testing.T) {
 // leaves nothing.
 // TestPreparePreforks: a prepared jail's workload is forked and set up
 // before its release, and waits with everything dropped (ids, every
-// capability, no_new_privs, the seccomp filter) and nothing open but its
-// stdio, the exec-error socket and the plan pipe; the release runs what
+// capability, no_new_privs) and nothing open but its stdio, the
+// exec-error socket and the plan pipe; its seccomp filter comes after the
+// wait, right before the exec, as for any workload; the release runs what
 // it says, a release that cannot run is reported as such, and a discarded
 // jail leaves nothing.
 func TestPreparePreforks(t *testing.T) {
@@ -596,7 +598,7 @@ func TestPreparePreforks(t *testing.T) {
 	}, 5*time.Second, time.Millisecond, "the workload waits on the plan pipe")
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	require.NoError(t, err)
-	for _, want := range []string{"Seccomp:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
+	for _, want := range []string{"Seccomp:\t0", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
 		fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d", DefaultHostUID, DefaultHostUID, DefaultHostUID, DefaultHostUID)} {
 		assert.Contains(t, string(status), want)
 	}
@@ -607,11 +609,28 @@ func TestPreparePreforks(t *testing.T) {
 		names = append(names, fd.Name())
 	}
 	assert.Equal(t, []string{"0", "1", "2", "3", "4"}, names, "stdio, the exec-error socket, the plan pipe")
-	c.Args = []string{"/bin/sh", "-c", "echo $0 ran in $PWD"}
+	c.Args = []string{"/bin/sh", "-c", "echo $0 ran in $PWD; grep Seccomp: /proc/self/status"}
 	c.Spec.Cwd = "/tmp"
 	require.NoError(t, c.Start())
 	require.NoError(t, c.Wait())
-	assert.Equal(t, "/bin/sh ran in /tmp\n", c.Result.Stdout)
+	assert.Equal(t, "/bin/sh ran in /tmp\nSeccomp:\t2\n", c.Result.Stdout, "under its filter")
+
+	// A policy that kills a call jail's own code might make before the
+	// exec (close, read, chdir): none of it runs under the filter, so the
+	// workload's own call is what is killed, and reported.
+	kill := Spec{SeccompPolicy: &seccomp.Policy{DefaultAction: seccomp.ActAllow, Rules: []seccomp.Rule{
+		{Names: []string{"close", "chdir"}, Action: seccomp.ActKill}}}, Timeout: Duration(5 * time.Second)}
+	c = Command(ctx, kill, "/bin/true")
+	c.Capture = true
+	require.NoError(t, c.Prepare())
+	c.Args = []string{"/bin/sh", "-c", "cd /tmp"}
+	require.NoError(t, c.Start())
+	require.NoError(t, c.Wait())
+	assert.Equal(t, StatusSeccompKilled, c.Result.Status, "not a hang: %+v", c.Result)
+	c = Command(ctx, kill, "/bin/echo", "hi") // and cold, where close killed jail's own call first
+	c.Capture = true
+	require.NoError(t, c.Run())
+	assert.Equal(t, StatusSeccompKilled, c.Result.Status, "not a hang: %+v", c.Result)
 
 	for _, tc := range []struct {
 		args       []string

@@ -138,6 +138,13 @@ pools:
 	assert.Equal(t, jail.StatusExited, res.Status)
 	code, b = s.do(t, "POST", "/v1/run", `{"pool": "own", "argv": ["/bin/true"], "limits": {"pids_max": -1}}`)
 	assert.Equal(t, http.StatusBadRequest, code, "%s", b)
+	// A tenant may only tighten limits: not raise the output a run keeps
+	// in the server, nor remove a limit.
+	code, b = s.asUser(t, "POST", "/v1/run", `{"pool": "warm", "argv": ["true"], "limits": {"output_limit_bytes": 1073741824}}`)
+	assert.Equal(t, http.StatusForbidden, code, "%s", b)
+	assert.Equal(t, "limits.output_limit_bytes", apiError(t, b).Field)
+	code, b = s.asUser(t, "POST", "/v1/run", `{"pool": "warm", "argv": ["true"], "limits": {"output_limit_bytes": 4096}}`)
+	assert.Equal(t, http.StatusOK, code, "%s", b)
 	code, b = s.do(t, "POST", "/v1/run", `{"pool": "nope", "argv": ["true"]}`)
 	assert.Equal(t, http.StatusNotFound, code, "%s", b)
 	code, b = s.do(t, "POST", "/v1/run", `{"pool": "warm", "profile": "strict", "argv": ["true"]}`)

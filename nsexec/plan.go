@@ -56,10 +56,11 @@ const (
 	FlagNoGo Flags = 0x4000
 	// FlagPrefork has the child fork the workload right after READY from
 	// the process plan the parent sends then (a template: ids, limits,
-	// flags); the workload sets itself up, seccomp filter included, and
-	// waits on the plan pipe for a second process plan, of which it takes
-	// argv, env, search path and cwd, then execs. For a prepared jail:
-	// what is left at its release is the exec.
+	// flags); the workload sets itself up (all but its seccomp filter,
+	// which no call of jail's own runs under) and waits on the plan pipe
+	// for a second process plan, of which it takes argv, env, search path
+	// and cwd, then changes directory, loads the filter and execs. For a
+	// prepared jail: what is left at its release is those three.
 	FlagPrefork Flags = 0x8000
 
 	// processFlags are the flags of a Process; the others are a Plan's.

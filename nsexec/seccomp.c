@@ -96,11 +96,9 @@ int load_seccomp(const struct plan *p, int errfd)
 	int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
 	if (fd < 0 || !notify) return fd < 0 ? -1 : 0;
 	struct exec_failure hello = {0, "seccomp listener"};
-	int r = send_fd(errfd, &hello, sizeof hello, fd);
-	int e = errno;
-	close(fd); /* PID 1's now; a preforked workload waits without it */
-	errno = e;
-	return r;
+	/* Not closed: no call of jail's own runs under the filter but execve
+	 * (a policy may kill close); it is close-on-exec. */
+	return send_fd(errfd, &hello, sizeof hello, fd);
 }
 
 /* The notification buffers, sized by the running kernel (the structs may

@@ -135,9 +135,13 @@ static int exec_workload(struct plan *p)
 #define PREFORK_FD 4
 
 /* await_process is a preforked workload's wait (PLAN_PREFORK): set up as
- * the template said, seccomp filter and all, it reads from the plan pipe
- * the process it runs and takes its argv, env, search path and cwd (the
- * parent checked that nothing else differs). EOF: the jail was discarded. */
+ * the template said, all but the seccomp filter, it reads from the plan
+ * pipe the process it runs and takes its argv, env, search path and cwd
+ * (the parent checked that nothing else differs). EOF: the jail was
+ * discarded. The filter comes after it, as for every workload: no call of
+ * jail's own (read, malloc, close, chdir) runs under it, where a policy
+ * that kills one would leave the run waiting on a listener PID 1 serves
+ * only after the exec. */
 static int await_process(struct plan *p)
 {
 	static struct plan q;
@@ -156,9 +160,9 @@ static int await_process(struct plan *p)
  * capability sets (setresuid needs CAP_SETUID), capabilities before
  * no_new_privs, fds closed so that errors can still be reported, and the
  * seccomp filter last, right before execve: nothing of jail's own runs
- * under it. A preforked workload (PLAN_PREFORK) waits, filter loaded, for
- * what it runs, then changes directory and execs: the wait is all that
- * is left when the parent releases it. */
+ * under it. A preforked workload (PLAN_PREFORK) waits, with everything
+ * but the filter done, for what it runs: its chdir, the filter and the
+ * exec are what is left when the parent releases it. */
 void run_workload(struct plan *p, int errfd)
 {
 	int prefork = (p->flags & PLAN_PREFORK) != 0, planfd = -1;
@@ -203,18 +207,14 @@ void run_workload(struct plan *p, int errfd)
 	errfd = 3;
 	if (prefork && dup3(planfd, PREFORK_FD, O_CLOEXEC) < 0) goto fail;
 	if (syscall(SYS_close_range, prefork ? PREFORK_FD + 1 : 4, ~0U, 0) < 0) goto fail;
-	if (!prefork) {
-		step = "chdir";
-		if (chdir(p->cwd ? p->cwd : "/") < 0) goto fail;
-	}
-	step = "seccomp";
-	if (p->seccomp && load_seccomp(p, errfd) < 0) goto fail;
 	if (prefork) {
 		step = "read process";
 		if (await_process(p) < 0) goto fail;
-		step = "chdir";
-		if (chdir(p->cwd ? p->cwd : "/") < 0) goto fail;
 	}
+	step = "chdir";
+	if (chdir(p->cwd ? p->cwd : "/") < 0) goto fail;
+	step = "seccomp";
+	if (p->seccomp && load_seccomp(p, errfd) < 0) goto fail;
 	step = "execve";
 	errno = exec_workload(p);
 fail:;

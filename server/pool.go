@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -256,6 +257,12 @@ func (ps *pools) all() []*pool {
 func (s *Server) startPools(f *PoolsFile) error {
 	s.pools.fromFile = map[string]bool{}
 	for _, cfg := range f.Pools {
+		if cfg.Kind == PoolSession {
+			// What an earlier server of the state directory left; only
+			// now: a pool replaced later shares its directory with the
+			// pool it replaces, whose members are its own to remove.
+			removeLeft(s.poolSessions(cfg.Name), s.cfg.Logger, cfg.Name)
+		}
 		p, err := s.newPool(cfg)
 		if err != nil {
 			s.Close()
@@ -265,6 +272,13 @@ func (s *Server) startPools(f *PoolsFile) error {
 		s.pools.fromFile[cfg.Name] = true
 	}
 	return nil
+}
+
+// poolSessions are the members of a pool of sessions, in their state
+// directory.
+func (s *Server) poolSessions(name string) *jail.Sessions {
+	return &jail.Sessions{Dir: filepath.Join(s.cfg.StateDir, "pools", name, "sessions"),
+		HelperPath: s.cfg.HelperPath, Logger: s.cfg.Logger}
 }
 
 // Reload replaces the server's bearer tokens, its tenant policy and the
@@ -346,9 +360,7 @@ func (s *Server) newPool(cfg PoolConfig) (*pool, error) {
 	}
 	p := &pool{cfg: cfg, spec: spec, s: s, wake: make(chan struct{}, 1)}
 	if cfg.Kind == PoolSession {
-		p.sessions = &jail.Sessions{Dir: filepath.Join(s.cfg.StateDir, "pools", cfg.Name, "sessions"),
-			HelperPath: s.cfg.HelperPath, Logger: s.cfg.Logger}
-		p.removeLeft()
+		p.sessions = s.poolSessions(cfg.Name)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
@@ -440,14 +452,14 @@ func (p *pool) fill(ctx context.Context, wg *sync.WaitGroup) {
 
 // removeLeft removes the sessions an earlier server left in a session
 // pool's directory: members no one claimed.
-func (p *pool) removeLeft() {
-	left, err := p.sessions.List(nil)
+func removeLeft(m *jail.Sessions, log *slog.Logger, pool string) {
+	left, err := m.List(nil)
 	if err != nil {
 		return // none yet
 	}
 	for _, sess := range left {
 		if _, err := sess.Remove(); err != nil {
-			p.s.cfg.Logger.Warn("pool: a member left by an earlier server", "pool", p.cfg.Name, "session", sess.ID(), "err", err)
+			log.Warn("pool: a member left by an earlier server", "pool", pool, "session", sess.ID(), "err", err)
 		}
 	}
 }
@@ -597,10 +609,12 @@ func (s *Server) runPooled(r *http.Request, t Tenant, p *pool, spec jail.Spec, r
 	if e != nil {
 		return nil, e
 	}
-	req.override(&spec)
-	if e := checkSpec(t, &spec, "limits"); e != nil { // the tenant's memory quota
+	// Not checkSpec again: the pool's spec is one the tenant may use
+	// (poolFor), and its limits may only be tightened.
+	if e := req.checkLimits(t, spec); e != nil {
 		return nil, e
 	}
+	req.override(&spec)
 	release, e := s.acquire(t)
 	if e != nil {
 		return nil, e

@@ -514,6 +514,51 @@ type RunLimits struct {
 	OutputLimitBytes *int64         `json:"output_limit_bytes,omitempty"`
 }
 
+// checkLimits refuses, to a tenant that is not an admin, limits that
+// loosen base's: a limit base sets may only be lowered (to more than 0,
+// which is none), swap only lowered, and the output limit only lowered
+// from base's (its default when unset). A limit base does not set may be
+// set to anything: that tightens it.
+func (r *RunRequest) checkLimits(t Tenant, base jail.Spec) *Error {
+	l := r.Limits
+	if l == nil || t.Admin {
+		return nil
+	}
+	deny := func(field string, v any, why string) *Error {
+		return apiErr(CodeForbidden, "limits."+field, "limits.%s %v: %s; a tenant may only tighten the spec's limits", field, v, why)
+	}
+	for _, c := range []struct {
+		field string
+		v     *int64
+		base  int64
+	}{{"memory_max_bytes", l.MemoryMaxBytes, base.MemoryMaxBytes}, {"pids_max", l.PidsMax, base.PidsMax},
+		{"cpu_time", (*int64)(l.CPUTime), int64(base.CPUTime)}} {
+		switch {
+		case c.v == nil || c.base == 0:
+		case *c.v <= 0:
+			return deny(c.field, *c.v, "removes the spec's limit")
+		case *c.v > c.base:
+			return deny(c.field, *c.v, fmt.Sprintf("above the spec's %d", c.base))
+		}
+	}
+	if l.CPUs != nil && base.CPUs > 0 && (*l.CPUs <= 0 || *l.CPUs > base.CPUs) {
+		return deny("cpus", *l.CPUs, fmt.Sprintf("want more than 0 and at most the spec's %g", base.CPUs))
+	}
+	if l.SwapMaxBytes != nil && *l.SwapMaxBytes > base.SwapMaxBytes {
+		return deny("swap_max_bytes", *l.SwapMaxBytes, fmt.Sprintf("above the spec's %d", base.SwapMaxBytes))
+	}
+	if l.OutputLimitBytes != nil {
+		max := base.OutputLimitBytes
+		if max == 0 {
+			max = jail.DefaultOutputLimitBytes
+		}
+		if *l.OutputLimitBytes <= 0 || *l.OutputLimitBytes > max {
+			return deny("output_limit_bytes", *l.OutputLimitBytes, fmt.Sprintf("want more than 0 and at most the spec's %d", max))
+		}
+	}
+	return nil
+}
+
 // override applies the request's env, cwd and limits to spec.
 func (r *RunRequest) override(spec *jail.Spec) {
 	if len(r.Env) > 0 {
@@ -620,6 +665,9 @@ func (s *Server) prepareRun(ctx context.Context, t Tenant, req *RunRequest, at s
 	}
 	spec, e := specOf(t, req.Profile, req.Spec)
 	if e != nil {
+		return nil, prefix(e)
+	}
+	if e := req.checkLimits(t, spec); e != nil {
 		return nil, prefix(e)
 	}
 	req.override(&spec)

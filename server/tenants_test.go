@@ -323,3 +323,43 @@ func TestReleasable(t *testing.T) {
 	assert.False(t, releasable(jail.Spec{}, jail.Spec{MemoryMaxBytes: 64 << 20}), "a member without a cgroup takes no limit")
 	assert.False(t, releasable(jail.Spec{}, jail.Spec{CPUTime: ms(time.Second)}), "nor a cpu time limit")
 }
+
+// TestCheckLimits: a tenant's per-request limits may only tighten the
+// spec's; an admin's may do anything.
+func TestCheckLimits(t *testing.T) {
+	base := jail.Spec{MemoryMaxBytes: 64 << 20, PidsMax: 32, CPUs: 0.5, CPUTime: jail.Duration(time.Second)}
+	i64 := func(v int64) *int64 { return &v }
+	f64 := func(v float64) *float64 { return &v }
+	d := func(v time.Duration) *jail.Duration { x := jail.Duration(v); return &x }
+	for _, tc := range []struct {
+		name  string
+		l     RunLimits
+		field string // "" when allowed
+	}{
+		{"lower", RunLimits{MemoryMaxBytes: i64(32 << 20), PidsMax: i64(8), CPUs: f64(0.25), CPUTime: d(time.Millisecond), OutputLimitBytes: i64(4096)}, ""},
+		{"the same", RunLimits{MemoryMaxBytes: i64(64 << 20), PidsMax: i64(32)}, ""},
+		{"memory removed", RunLimits{MemoryMaxBytes: i64(0)}, "limits.memory_max_bytes"},
+		{"memory raised", RunLimits{MemoryMaxBytes: i64(128 << 20)}, "limits.memory_max_bytes"},
+		{"pids removed", RunLimits{PidsMax: i64(0)}, "limits.pids_max"},
+		{"cpus removed", RunLimits{CPUs: f64(0)}, "limits.cpus"},
+		{"cpus raised", RunLimits{CPUs: f64(2)}, "limits.cpus"},
+		{"cpu time removed", RunLimits{CPUTime: d(0)}, "limits.cpu_time"},
+		{"swap added", RunLimits{SwapMaxBytes: i64(1 << 30)}, "limits.swap_max_bytes"},
+		{"output above the default", RunLimits{OutputLimitBytes: i64(1 << 30)}, "limits.output_limit_bytes"},
+		{"output 0", RunLimits{OutputLimitBytes: i64(0)}, "limits.output_limit_bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := RunRequest{Limits: &tc.l}
+			e := r.checkLimits(Tenant{Name: "t"}, base)
+			if tc.field == "" {
+				assert.Nil(t, e)
+			} else if assert.NotNil(t, e) {
+				assert.Equal(t, CodeForbidden, e.Code)
+				assert.Equal(t, tc.field, e.Field)
+			}
+			assert.Nil(t, r.checkLimits(Tenant{Name: "root", Admin: true}, base), "an admin's")
+		})
+	}
+	r := RunRequest{Limits: &RunLimits{MemoryMaxBytes: i64(1 << 30), PidsMax: i64(9)}}
+	assert.Nil(t, r.checkLimits(Tenant{Name: "t"}, jail.Spec{}), "a limit the spec does not set may be set")
+}
