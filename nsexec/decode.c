@@ -150,6 +150,8 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 				b.bad = 1;
 			/* A bind from the host names its source descriptor; nothing else has one. */
 			if ((m.kind == OP_BIND && !(m.flags & OPF_SRC_IN_ROOT)) != (m.src != 0)) b.bad = 1;
+			if ((m.flags & OPF_TREE) && (m.kind != OP_BIND || (m.flags & (OPF_SRC_IN_ROOT | OPF_OPTIONAL)) || tag == TAG_ROOT)) b.bad = 1;
+			if ((m.flags & OPF_LAYERS) && m.kind != OP_FS) b.bad = 1;
 			if (m.src > max_src) max_src = m.src;
 			if (tag == TAG_ROOT) { if (!b.bad) p->root = m; have_root = 1; break; }
 			if (p->mounts) p->mounts[nm] = m;

@@ -126,27 +126,50 @@ static int open_target(const struct mount_op *m)
 	return open_in_root(m->target, O_PATH, 0); /* made since we looked */
 }
 
+/* is_layer says whether option key names an overlay layer: with
+ * OPF_LAYERS, its value is a path in the new root. */
+static int is_layer(const char *key)
+{
+	return strcmp(key, "lowerdir") == 0 || strcmp(key, "upperdir") == 0 || strcmp(key, "workdir") == 0;
+}
+
 /* fs_mount creates a detached filesystem mount (fsopen, fsconfig, fsmount).
- * m->data is a NUL-separated list of "key=value" or "flag" options. */
+ * m->data is a NUL-separated list of "key=value" or "flag" options. With
+ * OPF_LAYERS, an overlay's layers are paths in the new root: each is
+ * opened there (RESOLVE_IN_ROOT) and given to the kernel as
+ * /proc/self/fd/N, which names that very directory whatever the path
+ * means from here, and stays open until the mount is made. */
 static int fs_mount(const struct mount_op *m)
 {
-	int fd = (int)syscall(SYS_fsopen, m->fstype, FSOPEN_CLOEXEC), mfd = -1;
+	int fd = (int)syscall(SYS_fsopen, m->fstype, FSOPEN_CLOEXEC), mfd = -1, layers[3], nl = 0;
 	if (fd < 0) return -1;
 	for (const char *o = m->data; o < m->data + m->data_len; o += strlen(o) + 1) {
-		char key[64];
+		char key[64], val[32];
 		const char *eq = strchr(o, '=');
 		size_t klen = eq ? (size_t)(eq - o) : strlen(o);
 		if (klen == 0) continue;
 		if (klen >= sizeof key) { errno = EINVAL; goto out; }
 		memcpy(key, o, klen);
 		key[klen] = 0;
-		if (syscall(SYS_fsconfig, fd, eq ? FSCONFIG_SET_STRING : FSCONFIG_SET_FLAG, key, eq ? eq + 1 : NULL, 0) < 0)
+		const char *v = eq ? eq + 1 : NULL;
+		if (v && (m->flags & OPF_LAYERS) && is_layer(key)) {
+			if (nl == 3) { errno = EINVAL; goto out; }
+			if ((layers[nl] = open_in_root(v, O_PATH | O_DIRECTORY, 0)) < 0) goto out;
+			snprintf(val, sizeof val, "/proc/self/fd/%d", layers[nl++]);
+			v = val;
+		}
+		if (syscall(SYS_fsconfig, fd, v ? FSCONFIG_SET_STRING : FSCONFIG_SET_FLAG, key, v, 0) < 0)
 			goto out;
 	}
 	if (syscall(SYS_fsconfig, fd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
 		mfd = (int)syscall(SYS_fsmount, fd, FSMOUNT_CLOEXEC, (unsigned)m->attr);
 out:
-	{ int e = errno; close(fd); errno = e; }
+	{
+		int e = errno;
+		close(fd);
+		while (nl > 0) close(layers[--nl]);
+		errno = e;
+	}
 	return mfd;
 }
 
@@ -224,6 +247,7 @@ static int detached_tree(struct mount_op *m, int tfd)
 		errno = EBADF; /* a host bind open_sources neither cloned nor kept: cannot happen */
 	}
 	if (fd < 0) return -1;
+	if (m->flags & OPF_TREE) return fd; /* the parent set its attributes, with its id map */
 	if (sys_mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, m->attr) < 0) { close(fd); return -1; }
 	return fd;
 }
@@ -378,6 +402,10 @@ int open_sources(struct plan *p)
 	for (size_t i = 0; r == 0 && i < p->nmounts; i++) {
 		struct mount_op *m = &p->mounts[i];
 		if (m->kind != OP_BIND || (m->flags & OPF_SRC_IN_ROOT)) continue;
+		if (m->flags & OPF_TREE) { /* the parent's detached mount: moved, never cloned or looked up */
+			if ((m->tree_fd = fcntl(SOURCE_FD(p, m->src), F_DUPFD_CLOEXEC, 0)) < 0) { failed_op = (int)i; r = -1; }
+			continue;
+		}
 		if (host_source(p, m) < 0) {
 			if (errno == ENOENT && (m->flags & OPF_OPTIONAL)) continue; /* see gone_source */
 			failed_op = (int)i;

@@ -74,7 +74,10 @@ enum { OP_BIND = 1, OP_FS, OP_MKDIR, OP_FILE, OP_SYMLINK, OP_SETATTR };
 #define OPF_RECURSIVE 0x10   /* OP_SETATTR applies to the whole subtree */
 #define OPF_NEW 0x20         /* nothing is at the target yet, in a directory of a file system the plan made:
 			      * make it without looking for it first (EEXIST if the plan is wrong) */
-#define OPF_ALL 0x3f
+#define OPF_TREE 0x40        /* OP_BIND: the source descriptor is a detached mount the parent made (an
+			      * idmapped clone), attached as it is: no path, no clone, no attributes */
+#define OPF_LAYERS 0x80      /* OP_FS: the lowerdir, upperdir and workdir options are paths in the new root */
+#define OPF_ALL 0xff
 
 struct mount_op {
 	uint8_t kind, flags;

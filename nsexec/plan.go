@@ -96,8 +96,18 @@ const (
 	// OpWriteFile, OpSymlink) without looking for it first, in the
 	// directory the op before it used when both share it; the op fails
 	// with EEXIST if something is there after all.
-	OpNew        OpFlags = 0x20
-	validOpFlags         = OpOptional | OpCreate | OpFileTarget | OpSrcInRoot | OpRecursive | OpNew
+	OpNew OpFlags = 0x20
+	// OpTree: the source descriptor of an OpBind is not a path the
+	// child looks up again but a detached mount the parent made
+	// (open_tree and mount_setattr with an id map, which needs the
+	// host's privilege): the child attaches it as it is, once, with the
+	// attributes the parent set (Attr says what they are).
+	OpTree OpFlags = 0x40
+	// OpLayers: the lowerdir, upperdir and workdir options of an OpFS
+	// overlay are paths in the new root, which the child opens there and
+	// hands to the kernel as descriptors.
+	OpLayers     OpFlags = 0x80
+	validOpFlags         = OpOptional | OpCreate | OpFileTarget | OpSrcInRoot | OpRecursive | OpNew | OpTree | OpLayers
 )
 
 // Mount attributes (MOUNT_ATTR_* of mount_setattr(2) and fsmount(2)).
@@ -319,6 +329,12 @@ func (e *encoder) mount(tag uint32, m Mount) {
 	}
 	if host := m.Kind == OpBind && m.Flags&OpSrcInRoot == 0; host != (m.Src != 0) {
 		e.err = errors.Join(e.err, fmt.Errorf("mount op on %q: a bind from the host needs a source descriptor, and nothing else has one", m.Target))
+	}
+	if m.Flags&OpTree != 0 && (m.Kind != OpBind || m.Flags&(OpSrcInRoot|OpOptional) != 0 || tag == tagRoot) {
+		e.err = errors.Join(e.err, fmt.Errorf("mount op on %q: a tree is a required bind from the host, not the root", m.Target))
+	}
+	if m.Flags&OpLayers != 0 && m.Kind != OpFS {
+		e.err = errors.Join(e.err, fmt.Errorf("mount op on %q: layers belong to a new file system", m.Target))
 	}
 	if m.Flags&^validOpFlags != 0 {
 		e.err = errors.Join(e.err, fmt.Errorf("mount op on %q: unknown flags %#x", m.Target, m.Flags))

@@ -43,7 +43,46 @@ type Config struct {
 	// jail without a PID namespace of its own cannot mount proc, and sees
 	// the host's processes anyway.
 	HostProc bool
+	// Overlay, when not nil, makes the default root's system directories
+	// writable (see [Overlay]).
+	Overlay *Overlay
 }
+
+// Overlay makes each directory the default root binds from the host
+// (/usr, /etc/ssl...) an overlay: its lower layer is the host directory
+// through an id map that shows the host's root-owned files as the
+// workload's (a detached mount only the parent can make:
+// [nsexec.OpTree]); its upper and work directories are on one tmpfs of
+// SizeBytes at [OverlayDir], which also holds the workspace, bound at
+// Workspace. That tmpfs is left read-only at OverlayDir (the overlays and
+// the workspace bind keep their own writable mounts of it): the workload
+// writes its layers only through the overlays. Writes never reach the
+// host; the rest of the root stays read-only.
+type Overlay struct {
+	SizeBytes int64
+	Workspace string
+}
+
+// OverlayKernel says why a kernel of this release (as `uname -r`) cannot
+// have an [Overlay], nil if it can: its upper layer is a tmpfs in the
+// jail's user namespace, where an overlay keeps its metadata in user.*
+// extended attributes (the userxattr option), which tmpfs has from Linux
+// 6.6.
+func OverlayKernel(release string) error {
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		return fmt.Errorf("needs Linux 6.6, and kernel release %q says no version", release)
+	}
+	if major < 6 || major == 6 && minor < 6 {
+		return fmt.Errorf("needs Linux 6.6 (user extended attributes on tmpfs, for the upper layer in a user namespace); this is %s", release)
+	}
+	return nil
+}
+
+// OverlayDir is where an [Overlay]'s tmpfs is, read-only, in the jail:
+// the upper layer of a directory D is OverlayDir/upper/D, the workspace
+// OverlayDir/workspace.
+const OverlayDir = "/.overlay"
 
 // HostEntry is a name and its addresses in the jail's /etc/hosts.
 type HostEntry struct {
@@ -125,14 +164,36 @@ func Build(c Config, h Host) (Plan, error) {
 	}
 	p := Plan{Attach: h.Attach}
 	add := func(m nsexec.Mount) { p.Mounts = append(p.Mounts, m) }
+	if c.Overlay != nil && c.Dir != "" {
+		return Plan{}, fmt.Errorf("an overlay is made over the default root's system directories, and a root directory has none")
+	}
+	// system binds a host directory read-only, or with an overlay over it.
+	system := func(d string, file bool) {
+		m := bindOp(d, d, ro, file)
+		if c.Overlay == nil || file {
+			add(m)
+			return
+		}
+		m.Flags |= nsexec.OpTree
+		upper, work := path.Join(OverlayDir, "upper", d), path.Join(OverlayDir, "work", d)
+		add(m)
+		add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: upper, Mode: 0o755})
+		add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: work, Mode: 0o755})
+		add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpLayers, FSType: "overlay", Target: d, Attr: safe,
+			Data: nsexec.FSOptions("lowerdir="+d, "upperdir="+upper, "workdir="+work, "userxattr")})
+	}
 	if c.Dir == "" {
 		p.Root = nsexec.Mount{Kind: nsexec.OpFS, FSType: "tmpfs", Target: "/", Attr: safe,
 			Data: nsexec.FSOptions("mode=0755", "size=4m", "nr_inodes=4096")}
+		if c.Overlay != nil {
+			add(tmpfsOp(OverlayDir, c.Overlay.SizeBytes, "0755", safe))
+			add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: path.Join(OverlayDir, "workspace"), Mode: 0o755})
+		}
 		for _, d := range systemDirs {
 			if link, ok := h.Links[d]; ok {
 				add(nsexec.Mount{Kind: nsexec.OpSymlink, Target: d, Data: []byte(link)})
 			} else if h.Exists[d] {
-				add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate, Source: d, Target: d, Attr: ro})
+				system(d, false)
 			}
 		}
 		for _, f := range etcFiles(c) {
@@ -142,7 +203,7 @@ func Build(c Config, h Host) (Plan, error) {
 			if link, ok := h.Links[e]; ok {
 				add(nsexec.Mount{Kind: nsexec.OpSymlink, Target: e, Data: []byte(link)})
 			} else if h.Exists[e] {
-				add(bindOp(e, e, ro, h.IsFile(e)))
+				system(e, h.IsFile(e))
 			}
 		}
 	} else {
@@ -162,6 +223,11 @@ func Build(c Config, h Host) (Plan, error) {
 		default:
 			return Plan{}, fmt.Errorf("mount %s: unknown type %q", m.Target, m.Type)
 		}
+	}
+	if c.Overlay != nil {
+		add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpCreate | nsexec.OpSrcInRoot, Source: path.Join(OverlayDir, "workspace"),
+			Target: c.Overlay.Workspace, Attr: safe})
+		add(nsexec.Mount{Kind: nsexec.OpSetattr, Target: OverlayDir, Attr: nsexec.AttrRdonly})
 	}
 	markNew(p.Mounts, p.Root.Kind == nsexec.OpFS && p.Root.FSType == "tmpfs")
 	return p, nil

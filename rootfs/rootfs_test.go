@@ -64,7 +64,7 @@ func render(p Plan) string {
 			bit  nsexec.OpFlags
 			name string
 		}{{nsexec.OpOptional, "optional"}, {nsexec.OpCreate, "create"}, {nsexec.OpFileTarget, "file"}, {nsexec.OpSrcInRoot, "src-in-root"},
-			{nsexec.OpNew, "new"}} {
+			{nsexec.OpNew, "new"}, {nsexec.OpTree, "tree"}, {nsexec.OpLayers, "layers"}} {
 			if m.Flags&f.bit != 0 {
 				s += " [" + f.name + "]"
 			}
@@ -92,6 +92,8 @@ func TestBuildGolden(t *testing.T) {
 		}, FileSources: map[string]bool{"/data/f": true}}},
 		{"rootfs-dir", Config{Dir: "/srv/rootfs", UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20}},
 		{"host-proc", Config{UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20, HostProc: true}},
+		{"overlay", Config{UID: 1000, GID: 1000, Hostname: "jail", TmpSizeBytes: 64 << 20,
+			Overlay: &Overlay{SizeBytes: 256 << 20, Workspace: "/workspace"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := Build(tc.c, debianHost())
@@ -130,6 +132,40 @@ func TestBuildInvariants(t *testing.T) {
 	}
 	_, err = Build(Config{}, Host{})
 	assert.Error(t, err, "a host without an attach point")
+	_, err = Build(Config{Dir: "/srv/rootfs", Overlay: &Overlay{SizeBytes: 1 << 20, Workspace: "/workspace"}}, debianHost())
+	assert.ErrorContains(t, err, "a root directory has none")
+}
+
+// TestOverlayLayers: every directory the default root binds from the
+// host is an id-mapped tree under an overlay mounted on the same target,
+// whose layers are on the overlay's tmpfs, left read-only at the end;
+// files stay read-only binds.
+func TestOverlayLayers(t *testing.T) {
+	p, err := Build(Config{UID: 1000, GID: 1000, Overlay: &Overlay{SizeBytes: 1 << 20, Workspace: "/workspace"}}, debianHost())
+	require.NoError(t, err)
+	overlays := map[string]bool{}
+	for i, m := range p.Mounts {
+		switch {
+		case m.Kind == nsexec.OpBind && m.Flags&nsexec.OpSrcInRoot == 0 && !strings.HasPrefix(m.Target, "/dev") && !strings.HasPrefix(m.Target, "/proc"):
+			if m.Flags&nsexec.OpFileTarget != 0 {
+				assert.Zero(t, m.Flags&nsexec.OpTree, "file %s", m.Target)
+				continue
+			}
+			require.NotZero(t, m.Flags&nsexec.OpTree, "%s is not a tree", m.Target)
+			assert.NotZero(t, m.Attr&nsexec.AttrRdonly, "the lower layer %s is writable", m.Target)
+			o := p.Mounts[i+3]
+			assert.Equal(t, "overlay", o.FSType)
+			assert.Equal(t, m.Target, o.Target)
+			assert.Equal(t, nsexec.OpLayers, o.Flags)
+			assert.Contains(t, string(o.Data), "upperdir="+OverlayDir+"/upper"+m.Target+"\x00")
+			overlays[m.Target] = true
+		case m.Kind == nsexec.OpFS && m.FSType == "overlay":
+			assert.True(t, overlays[m.Target], "an overlay on %s with no tree under it", m.Target)
+		}
+	}
+	assert.Equal(t, map[string]bool{"/usr": true, "/etc/ssl": true, "/etc/alternatives": true}, overlays)
+	last := p.Mounts[len(p.Mounts)-1]
+	assert.Equal(t, nsexec.Mount{Kind: nsexec.OpSetattr, Target: OverlayDir, Attr: nsexec.AttrRdonly}, last)
 }
 
 // TestMarkNew: only a target nothing is at yet, in a directory of a tmpfs
