@@ -56,6 +56,13 @@ type Request struct {
 	// Depth is how many levels of directories OpList descends below Path:
 	// 1 lists Path's own entries; 0 or less, every level.
 	Depth int `json:"depth,omitempty"`
+	// Layers are the jail paths of an overlay workspace's overlays
+	// ("/usr"...). With them, OpGetTar archives the upper layer of each
+	// (Path is the directory that holds them, by jail path: Path/usr for
+	// /usr) as one OCI image layer ([Root.ArchiveLayers]), and OpPutTar
+	// applies such a layer to the jail's root through the overlays (Path
+	// is "/"; [Root.ApplyLayer]).
+	Layers []string `json:"layers,omitempty"`
 }
 
 // Commit is the parent's second datagram of OpPut and OpPutTar, sent once

@@ -127,10 +127,18 @@ func serve(req *Request, sock *os.File, stdin io.Reader, stdout io.Writer) *Repl
 		rep.Bytes, err = root.Put(p, stdin, PutOptions{Mode: req.Mode, Mkdir: req.Mkdir, Commit: commitFrom(sock)})
 	case OpGetTar:
 		cw := &countWriter{w: stdout}
-		rep.Entries, rep.Skipped, err = root.Archive(p, cw)
+		if len(req.Layers) > 0 {
+			rep.Entries, rep.Skipped, err = root.ArchiveLayers(p, req.Layers, cw)
+		} else {
+			rep.Entries, rep.Skipped, err = root.Archive(p, cw)
+		}
 		rep.Bytes = cw.n
 	case OpPutTar:
-		rep.Entries, rep.Bytes, err = root.Extract(p, stdin, ExtractOptions{Mkdir: req.Mkdir, Clear: req.Clear, KeepLinks: req.KeepLinks, Commit: commitFrom(sock)})
+		if len(req.Layers) > 0 {
+			rep.Entries, rep.Bytes, err = root.ApplyLayer(p, stdin, req.Layers, commitFrom(sock))
+		} else {
+			rep.Entries, rep.Bytes, err = root.Extract(p, stdin, ExtractOptions{Mkdir: req.Mkdir, Clear: req.Clear, KeepLinks: req.KeepLinks, Commit: commitFrom(sock)})
+		}
 	case OpList:
 		rep.Entries, err = root.List(p, req.Depth, stdout)
 	case OpRemove:

@@ -58,7 +58,7 @@ func (r *Root) Extract(clean string, src io.Reader, o ExtractOptions) (entries, 
 		}
 	}
 	cr := &countReader{r: src}
-	entries, err = dst.extract(cr, clean, o.KeepLinks)
+	entries, err = dst.extractWith(cr, clean, o.KeepLinks, nil)
 	if err != nil {
 		return entries, cr.n, err
 	}
@@ -88,7 +88,7 @@ func ExtractInto(dir *os.File, src io.Reader) (int64, error) {
 	defer dst.Close()
 	// No syncfs here: on the host that would flush every dirty page of
 	// the file system, everyone's; a copy out is as durable as cp's.
-	return dst.extract(src, dir.Name(), false)
+	return dst.extractWith(src, dir.Name(), false, nil)
 }
 
 // ArchiveDir writes the host directory dir (opened by the caller) to w as
@@ -146,7 +146,10 @@ type dirTimes struct {
 	mtime time.Time
 }
 
-func (r *Root) extract(src io.Reader, dest string, keepLinks bool) (int64, error) {
+// extractWith unpacks src beneath r; special, when not nil, sees each
+// entry's name first and may carry it out itself (reporting true) or
+// refuse it.
+func (r *Root) extractWith(src io.Reader, dest string, keepLinks bool, special func(name string) (bool, error)) (int64, error) {
 	tr := tar.NewReader(src)
 	var dirs []dirTimes
 	var n int64
@@ -161,6 +164,14 @@ func (r *Root) extract(src io.Reader, dest string, keepLinks bool) (int64, error
 		name, err := TarName(hdr.Name)
 		if err != nil {
 			return n, &Error{Op: "tar entry", Path: hdr.Name, Errno: unix.EINVAL, Message: err.Error()}
+		}
+		if special != nil {
+			if done, err := special(name); err != nil {
+				return n, err
+			} else if done {
+				n++
+				continue
+			}
 		}
 		if err := r.extractOne(tr, hdr, name, keepLinks, &dirs); err != nil {
 			return n, err
@@ -394,6 +405,7 @@ type archiver struct {
 	tw      *tar.Writer
 	n       int64
 	skipped []string
+	layer   bool // an image layer of an overlay's upper directory (ArchiveLayers)
 }
 
 func header(name string, st *unix.Stat_t, typ byte) *tar.Header {
@@ -419,6 +431,15 @@ func (a *archiver) dir(fd int, prefix, jailPath string) error {
 		} else if err != nil {
 			return newError("stat", p, err)
 		}
+		if done, err := a.layerEntry(prefix, n, p, &st); done || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := a.checkLayerName(n, p); err != nil {
+			return err
+		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
 			if err := a.tw.WriteHeader(header(name+"/", &st, tar.TypeDir)); err != nil {
@@ -428,6 +449,10 @@ func (a *archiver) dir(fd int, prefix, jailPath string) error {
 			sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
 				return newError("open", p, err)
+			}
+			if err := a.opaque(sub, name+"/", p, &st); err != nil {
+				unix.Close(sub)
+				return err
 			}
 			if err := a.dir(sub, name+"/", p); err != nil {
 				return err
