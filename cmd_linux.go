@@ -90,6 +90,7 @@ func currentHost() hostFacts {
 	h := hostCache // the maps are shared: the planner only reads them
 	h.euid, h.egid = os.Geteuid(), os.Getegid()
 	h.userStack = netns.UserStack
+	h.overlay = overlayKernel
 	h.rlimitHard = map[string]uint64{} // per call: a process may lower its limits at any time
 	for _, d := range DefaultRlimits {
 		var lim unix.Rlimit
@@ -104,8 +105,14 @@ func currentHost() hostFacts {
 // (jail's own: /usr, /dev/null, the attach point...), refusing symlinks as
 // for the caller's, and returns every source in number order; the child
 // inherits them after the cgroup files. The caller closes them.
-func (l *launch) openSources() ([]*os.File, error) {
+func (l *launch) openSources() (_ []*os.File, retErr error) {
 	files := make([]*os.File, 0, len(l.sources))
+	var idmap *os.File // the id map of the trees: made once, for the first
+	defer func() {
+		if idmap != nil {
+			idmap.Close()
+		}
+	}()
 	for i := range l.sources {
 		src := &l.sources[i]
 		if src.file == nil {
@@ -113,11 +120,36 @@ func (l *launch) openSources() ([]*os.File, error) {
 			if err != nil {
 				return files, err
 			}
+			if src.tree {
+				if idmap == nil {
+					if idmap, err = l.treeIDMap(); err != nil {
+						f.Close()
+						return files, err
+					}
+				}
+				t, err := idmappedTree(f, idmap, l.plan.Mounts[l.treeOp(i)].Attr)
+				f.Close()
+				if err != nil {
+					return files, fmt.Errorf("the overlay's lower layer %s: %w", src.path, err)
+				}
+				f = t
+			}
 			src.file, src.ours = f, true
 		}
 		files = append(files, src.file)
 	}
 	return files, nil
+}
+
+// treeOp returns the index of the mount op whose source is source i (a
+// tree's: it has one op).
+func (l *launch) treeOp(i int) int {
+	for k, m := range l.plan.Mounts {
+		if m.Src == uint32(i+1) && m.Kind == nsexec.OpBind {
+			return k
+		}
+	}
+	panic("a tree source without its op")
 }
 
 // closeSources closes the launch's host source descriptors, if it has

@@ -54,6 +54,9 @@ type hostFacts struct {
 	// resolved holds the addresses of an egress allow-list's host names,
 	// resolved on the host before planning (resolveAllow).
 	resolved map[string][]netip.Addr
+	// overlay says why this kernel cannot have an overlay workspace, nil
+	// if it can; asked only for one. A nil func: not on this platform.
+	overlay func() error
 }
 
 // launch is a complete, validated plan for one run: what the parent passes
@@ -271,6 +274,12 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 	for _, src := range cs.sources {
 		cfg.FileSources[src.Path] = !src.Dir
 	}
+	if s.overlayBytes != 0 {
+		if err := overlayAllowed(h); err != nil {
+			return nil, err
+		}
+		cfg.Overlay = &rootfs.Overlay{SizeBytes: s.overlayBytes, Workspace: WorkspacePath}
+	}
 	rp, err := rootfs.Build(cfg, h.fs)
 	if err != nil {
 		return nil, &InitError{Step: "plan root", Err: err}
@@ -316,13 +325,31 @@ func (l *launch) planLandlock(s *Spec, h hostFacts, rp rootfs.Plan) error {
 	return nil
 }
 
+// overlayAllowed refuses an overlay workspace where it cannot be made.
+func overlayAllowed(h hostFacts) error {
+	const feature = "overlay workspace"
+	if h.euid != 0 {
+		return &FeatureError{Feature: feature, Reason: "needs root: its lower layers are id-mapped mounts of the host's directories, which only the host's root may make; use --workspace tmpfs"}
+	}
+	if h.overlay == nil {
+		return &FeatureError{Feature: feature, Reason: "not on this platform"}
+	}
+	if err := h.overlay(); err != nil {
+		return &FeatureError{Feature: feature, Reason: err.Error()}
+	}
+	return nil
+}
+
 // hostSource is a host path the child binds or attaches to: opened by
 // validation (the caller's sources, checked) or, when file is nil, by
-// Start (jail's own: /usr, /dev/null, the attach point...).
+// Start (jail's own: /usr, /dev/null, the attach point...). With tree
+// set, what the child gets is not the path but an id-mapped detached
+// mount of it that Start makes (nsexec.OpTree).
 type hostSource struct {
 	path string
 	file *os.File
 	ours bool // opened by Start, not by validation
+	tree bool
 }
 
 // numberSources gives every host path of the plan its source number (the
@@ -347,7 +374,11 @@ func (l *launch) numberSources(cs *checkedSpec) {
 	p := &l.plan
 	p.AttachSrc = number(p.Attach)
 	for _, m := range append([]*nsexec.Mount{&p.Root}, ptrs(p.Mounts)...) {
-		if m.Kind == nsexec.OpBind && m.Flags&nsexec.OpSrcInRoot == 0 {
+		switch {
+		case m.Kind == nsexec.OpBind && m.Flags&nsexec.OpTree != 0: // a mount of its own, moved once
+			l.sources = append(l.sources, hostSource{path: m.Source, tree: true})
+			m.Src = uint32(len(l.sources))
+		case m.Kind == nsexec.OpBind && m.Flags&nsexec.OpSrcInRoot == 0:
 			m.Src = number(m.Source)
 		}
 	}

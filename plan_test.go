@@ -431,3 +431,61 @@ func BenchmarkNewLaunch(b *testing.B) {
 		}
 	}
 }
+
+// TestNewLaunchOverlay: an overlay workspace is root's on a kernel that
+// can have it; each of its lower layers is a source of its own (a tree
+// the parent id-maps and the child moves once), never shared with
+// another bind of the same path; Landlock lets the workload write
+// through the overlays.
+func TestNewLaunchOverlay(t *testing.T) {
+	h := testHost(0, 0)
+	h.fs.Exists = map[string]bool{"/usr": true, "/etc/ssl": true}
+	h.overlay = func() error { return nil }
+	s, err := Workspace{Type: WorkspaceOverlay, SizeBytes: 8 << 20}.apply(Spec{Mounts: []mounts.Mount{{Type: mounts.ROBind, Source: "/usr", Target: "/opt/usr"}}}, "")
+	require.NoError(t, err)
+	assert.Equal(t, WorkspacePath, s.Cwd)
+	l, err := newLaunch(&s, []string{"id"}, h)
+	require.NoError(t, err)
+	defer l.checked.close()
+	trees := map[string]bool{}
+	for _, m := range l.plan.Mounts {
+		if m.Flags&nsexec.OpTree != 0 {
+			src := l.sources[m.Src-1]
+			assert.True(t, src.tree, m.Target)
+			assert.Equal(t, m.Source, src.path)
+			trees[m.Target] = true
+		}
+		if m.Target == "/opt/usr" {
+			assert.False(t, l.sources[m.Src-1].tree, "the caller's bind of /usr is a bind, not the overlay's tree")
+		}
+	}
+	assert.Equal(t, map[string]bool{"/usr": true, "/etc/ssl": true}, trees)
+	writable := false
+	for _, r := range l.plan.LandlockRules {
+		if r.Path == "/usr" && r.Access&uint64(landlock.WriteFile) != 0 {
+			writable = true
+		}
+	}
+	assert.True(t, writable, "Landlock lets the workload write /usr")
+
+	for _, tc := range []struct {
+		h    hostFacts
+		want string
+	}{
+		{testHost(1000, 1000), "needs root"},
+		{func() hostFacts {
+			h := testHost(0, 0)
+			h.overlay = func() error { return errors.New("needs Linux 6.6") }
+			return h
+		}(), "needs Linux 6.6"},
+		{testHost(0, 0), "not on this platform"},
+	} {
+		_, err := newLaunch(&s, []string{"id"}, tc.h)
+		var fe *FeatureError
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, "overlay workspace", fe.Feature)
+		assert.Contains(t, fe.Reason, tc.want)
+	}
+	_, err = Workspace{Type: WorkspaceOverlay}.apply(Spec{Root: "/srv/root"}, "")
+	assert.ErrorContains(t, err, "a root directory has none")
+}

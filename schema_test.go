@@ -233,7 +233,7 @@ func TestSnapshotSchemaMatchesStructs(t *testing.T) {
 	assert.Equal(t, SnapshotSchema, props["schema"].(map[string]any)["const"])
 	assert.Equal(t, []string{ConsistencyFrozen}, strs(t, props["consistency"].(map[string]any)["enum"]))
 	ws := root["$defs"].(map[string]any)["workspace"].(map[string]any)["properties"].(map[string]any)
-	assert.Equal(t, []string{WorkspaceTmpfs, WorkspaceDir, WorkspaceNone}, strs(t, ws["type"].(map[string]any)["enum"]))
+	assert.Equal(t, []string{WorkspaceTmpfs, WorkspaceDir, WorkspaceOverlay, WorkspaceNone}, strs(t, ws["type"].(map[string]any)["enum"]))
 }
 
 func checkSchemaMatchesStructs(t *testing.T, file string, defs map[reflect.Type]string) {

@@ -59,6 +59,19 @@ const (
 	// unless the Spec allows what cannot be enforced. It is removed with
 	// the session.
 	WorkspaceDir = "dir"
+	// WorkspaceOverlay is a writable root, as far as the host's files
+	// go: the directories the default root binds read-only from the host
+	// (/usr, /etc/ssl...) become overlays whose changes (the upper
+	// layers) and the workspace share one tmpfs, which counts against the
+	// memory limit as a tmpfs workspace does. The host's root-owned files
+	// show in them as the workload's own, so it can change any of them;
+	// files of other host users it can read but not change. The rest of
+	// the root (/etc's own files) stays read-only, and the layers can be
+	// read at /.overlay. It needs root (only the host's root can make the
+	// id-mapped mounts the lower layers are) and Linux 6.6 (an overlay
+	// upper layer on tmpfs in a user namespace), and not a Spec.Root.
+	// Snapshots of it are not made yet: snapshot and fork refuse it.
+	WorkspaceOverlay = "overlay"
 	// WorkspaceNone is no workspace: the session has the Spec's mounts
 	// only.
 	WorkspaceNone = "none"
@@ -113,7 +126,7 @@ func ParseWorkspace(unsafeArg string) (Workspace, error) {
 
 func (w Workspace) validate() error {
 	switch w.Type {
-	case "", WorkspaceTmpfs, WorkspaceDir:
+	case "", WorkspaceTmpfs, WorkspaceDir, WorkspaceOverlay:
 		if w.SizeBytes < 0 || w.SizeBytes > mounts.MaxTmpfsBytes {
 			return &SpecError{Field: "workspace.size_bytes", Value: fmt.Sprint(w.SizeBytes), Err: fmt.Errorf("want 0 (the default) to %d", int64(mounts.MaxTmpfsBytes))}
 		}
@@ -121,10 +134,8 @@ func (w Workspace) validate() error {
 		if w.SizeBytes != 0 {
 			return &SpecError{Field: "workspace.size_bytes", Value: fmt.Sprint(w.SizeBytes), Err: errors.New("a size needs a workspace")}
 		}
-	case "overlay":
-		return &SpecError{Field: "workspace.type", Value: w.Type, Err: errors.New("not available in this version: tmpfs, dir or none")}
 	default:
-		return &SpecError{Field: "workspace.type", Value: w.Type, Err: errors.New("want tmpfs, dir or none")}
+		return &SpecError{Field: "workspace.type", Value: w.Type, Err: errors.New("want tmpfs, dir, overlay or none")}
 	}
 	return nil
 }
@@ -141,11 +152,17 @@ func (w Workspace) apply(spec Spec, hostDir string) (Spec, error) {
 			return Spec{}, &SpecError{Field: "mounts", Value: m.Target, Err: errors.New("is the session's workspace (use workspace none to mount your own there)")}
 		}
 	}
-	m := mounts.Mount{Type: mounts.Tmpfs, Target: WorkspacePath, SizeBytes: w.size()}
-	if w.Type == WorkspaceDir {
-		m = mounts.Mount{Type: mounts.Bind, Source: hostDir, Target: WorkspacePath}
+	switch w.Type {
+	case WorkspaceOverlay:
+		if spec.Root != "" {
+			return Spec{}, &SpecError{Field: "workspace.type", Value: w.Type, Err: errors.New("is an overlay over the default root's system directories, and a root directory has none")}
+		}
+		spec.overlayBytes = w.size()
+	case WorkspaceDir:
+		spec.Mounts = append(append([]mounts.Mount{}, spec.Mounts...), mounts.Mount{Type: mounts.Bind, Source: hostDir, Target: WorkspacePath})
+	default:
+		spec.Mounts = append(append([]mounts.Mount{}, spec.Mounts...), mounts.Mount{Type: mounts.Tmpfs, Target: WorkspacePath, SizeBytes: w.size()})
 	}
-	spec.Mounts = append(append([]mounts.Mount{}, spec.Mounts...), m)
 	if spec.Cwd == "" {
 		spec.Cwd = WorkspacePath
 	}
@@ -352,6 +369,8 @@ type sessionState struct {
 	// its conntrack mark.
 	NetLease *int   `json:"net_lease,omitempty"`
 	NetMark  uint32 `json:"net_mark,omitempty"`
+	// Layers are an overlay workspace's overlays, by target ("/usr").
+	Layers []string `json:"layers,omitempty"`
 }
 
 const sessionStateSchema = "jail.session-state/v1"

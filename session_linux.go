@@ -168,14 +168,17 @@ func sessionCgroupName(base, id string) string {
 // wrapping ErrExists for an id in use. On any error nothing is left: no
 // state, cgroup or process.
 func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retErr error) {
-	var from *os.File
+	var from, fromLayer *os.File // a snapshot's workspace, and its overlays' layer
 	var parent string
 	if ss.From != "" {
 		var err error
-		if from, parent, err = m.fromSnapshot(&ss); err != nil {
+		if from, fromLayer, parent, err = m.fromSnapshot(&ss); err != nil {
 			return nil, err
 		}
 		defer from.Close()
+		if fromLayer != nil {
+			defer fromLayer.Close()
+		}
 	}
 	base, err := m.newSession(&ss)
 	if err != nil {
@@ -339,6 +342,11 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 				c.log().Debug("oom_score_adj of the session's PID 1", "err", err)
 			}
 			st.Join, st.Process, st.Isolation = joinTemplate(c.l), c.l.proc, c.l.iso
+			for _, m := range c.l.plan.Mounts {
+				if m.Kind == nsexec.OpFS && m.FSType == "overlay" {
+					st.Layers = append(st.Layers, m.Target)
+				}
+			}
 			st.Creating = from != nil // until the snapshot's files are in
 			return writeState(dir, &st)
 		}},
@@ -362,6 +370,9 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 		// The snapshot's files, put in the jail as its workload's user;
 		// no one else joins meanwhile (the lock is ours).
 		_, err := s.fileOpHeld(ctx, &heldSession{dir, &st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, KeepLinks: true}, from, nil)
+		if err == nil && fromLayer != nil {
+			_, err = s.fileOpHeld(ctx, &heldSession{dir, &st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: "/", Layers: st.Layers}, fromLayer, nil)
+		}
 		if err == nil {
 			st.Creating = false
 			s.st.Creating = false
@@ -1036,7 +1047,7 @@ func (s *Session) Inspect() (*SessionInfo, error) {
 			}
 		}
 	}
-	if st.Workspace.Type == WorkspaceTmpfs {
+	if st.Workspace.Type == WorkspaceTmpfs || st.Workspace.Type == WorkspaceOverlay {
 		info.Workspace = &WorkspaceInfo{Type: st.Workspace.Type, Path: WorkspacePath, SizeBytes: st.Workspace.SizeBytes}
 		if info.State == SessionRunning {
 			// Asked in the jail: the host resolves no path of it.

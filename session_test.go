@@ -170,8 +170,9 @@ func TestParseWorkspace(t *testing.T) {
 		{"dir:2G", Workspace{Type: WorkspaceDir, SizeBytes: 2 << 30}, ""},
 		{"none", Workspace{Type: WorkspaceNone}, ""},
 		{"none:1M", Workspace{}, "a size needs a workspace"},
-		{"overlay", Workspace{}, "not available"},
-		{"nfs", Workspace{}, "want tmpfs, dir or none"},
+		{"overlay", Workspace{Type: WorkspaceOverlay}, ""},
+		{"overlay:64M", Workspace{Type: WorkspaceOverlay, SizeBytes: 64 << 20}, ""},
+		{"nfs", Workspace{}, "want tmpfs, dir, overlay or none"},
 		{"tmpfs:lots", Workspace{}, "workspace"},
 	} {
 		got, err := ParseWorkspace(tc.in)

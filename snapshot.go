@@ -49,6 +49,10 @@ type SnapshotInfo struct {
 	FreezeMS int64 `json:"freeze_ms"`
 	// Workspace is the session's workspace.
 	Workspace Workspace `json:"workspace"`
+	// Layers, for an overlay workspace, are its overlays ("/usr"...),
+	// whose changes the snapshot holds besides the workspace, as one OCI
+	// image layer.
+	Layers []string `json:"layers,omitempty"`
 }
 
 // snapshotMeta is a snapshot's file: its info, and the Spec a session

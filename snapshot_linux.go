@@ -19,6 +19,7 @@ import (
 
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/jailfs"
+	"github.com/jailrt/jail/rootfs"
 )
 
 // DefaultSnapshotDir returns where snapshots are kept for this user:
@@ -98,6 +99,13 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 		return nil, err
 	}
 	defer out.Close()
+	var layerOut *os.File
+	if len(st.Layers) > 0 {
+		if layerOut, err = os.OpenFile(filepath.Join(sdir, layerFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600); err != nil {
+			return nil, err
+		}
+		defer layerOut.Close()
+	}
 
 	g, err := cgroup.Load(st.Cgroup, st.CgroupName)
 	if err != nil {
@@ -120,6 +128,15 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 		return nil, fmt.Errorf("session %s: freeze: %w", s.id, err)
 	}
 	rep, err := s.fileOpHeld(ctx, &heldSession{dir, st}, false, jailfs.Request{Op: jailfs.OpGetTar, Path: WorkspacePath}, nil, out)
+	if err == nil && len(st.Layers) > 0 {
+		// The overlays' changes, at the same frozen moment.
+		var lrep *jailfs.Reply
+		if lrep, err = s.fileOpHeld(ctx, &heldSession{dir, st}, false,
+			jailfs.Request{Op: jailfs.OpGetTar, Path: rootfs.OverlayDir + "/upper", Layers: st.Layers}, nil, layerOut); err == nil {
+			rep.Bytes, rep.Entries = rep.Bytes+lrep.Bytes, rep.Entries+lrep.Entries
+			info.Layers = st.Layers
+		}
+	}
 	terr := thaw()
 	if terr == nil {
 		terr = os.Remove(filepath.Join(dir, frozenMark))
@@ -134,6 +151,11 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 	}
 	if err := out.Sync(); err != nil {
 		return nil, err
+	}
+	if layerOut != nil {
+		if err := layerOut.Sync(); err != nil {
+			return nil, err
+		}
 	}
 	info.Bytes, info.Files = rep.Bytes, rep.Entries
 	if err := writeJSON(sdir, "snapshot.json", &snapshotMeta{SnapshotInfo: *info, Spec: withoutWorkspace(st.Spec)}); err != nil {
@@ -243,9 +265,11 @@ func (m *Sessions) RemoveSnapshot(id string) error {
 
 // ExportSnapshot writes snapshot id to w as an OCI image layer: a tar
 // stream whose entries are the workspace's under workspace/, which
-// `docker import` takes (a tmpfs workspace has no whiteouts).
+// `docker import` takes (a tmpfs workspace has no whiteouts), and, for an
+// overlay workspace, first its overlays' changes from the root, with their
+// whiteouts (.wh. entries).
 func (m *Sessions) ExportSnapshot(id string, w io.Writer) error {
-	sdir, _, err := m.snapshot(id)
+	sdir, meta, err := m.snapshot(id)
 	if err != nil {
 		return err
 	}
@@ -254,21 +278,40 @@ func (m *Sessions) ExportSnapshot(id string, w io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	tr, tw := tar.NewReader(f), tar.NewWriter(w)
+	tw := tar.NewWriter(w)
+	if len(meta.Layers) > 0 {
+		lf, err := os.Open(filepath.Join(sdir, layerFile))
+		if err != nil {
+			return err
+		}
+		defer lf.Close()
+		if err := copyTar(tw, tar.NewReader(lf), "", id); err != nil {
+			return err
+		}
+	}
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "workspace/", Mode: 0o755, ModTime: time.Now(), Format: tar.FormatPAX}); err != nil {
 		return err
 	}
+	if err := copyTar(tw, tar.NewReader(f), "workspace/", id); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// copyTar copies the entries of tr to tw, their names (and hard links'
+// targets) under prefix.
+func copyTar(tw *tar.Writer, tr *tar.Reader, prefix, id string) error {
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("snapshot %s: %w", id, err)
 		}
-		h.Name = "workspace/" + h.Name
+		h.Name = prefix + h.Name
 		if h.Typeflag == tar.TypeLink {
-			h.Linkname = "workspace/" + h.Linkname
+			h.Linkname = prefix + h.Linkname
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return err
@@ -277,7 +320,6 @@ func (m *Sessions) ExportSnapshot(id string, w io.Writer) error {
 			return err
 		}
 	}
-	return tw.Close()
 }
 
 // Restore brings the session's workspace back to snapshot id: every
@@ -300,6 +342,11 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 	}
 	if st.Workspace.Type == WorkspaceNone {
 		return fmt.Errorf("session %s has no workspace to restore: %w", s.id, ErrNotSupported)
+	}
+	if len(st.Layers) > 0 {
+		// Undoing a change to a host file means taking its copy out of
+		// the upper layer, which an overlay does not allow while mounted.
+		return fmt.Errorf("session %s has an overlay workspace, whose changes to the host's files cannot be undone in place: make a session from the snapshot (create --from, fork) instead: %w", s.id, ErrNotSupported)
 	}
 	if h := specHash(st.Spec, st.Workspace); h != meta.SpecHash {
 		return &SpecError{Field: "snapshot", Value: meta.ID, Err: fmt.Errorf("was taken of a session of another Spec (session %s): restore it into a session made from it (create --from)", meta.SessionID)}
@@ -362,19 +409,32 @@ func (s *Session) Fork(ctx context.Context, n int) (*SnapshotInfo, []ForkResult,
 }
 
 // fromSnapshot fills a SessionSpec that names a snapshot (From) with the
-// snapshot's Spec and workspace, and returns its tar.
-func (m *Sessions) fromSnapshot(ss *SessionSpec) (*os.File, string, error) {
+// snapshot's Spec and workspace, and returns its tar, and its overlays'
+// layer when it has one.
+func (m *Sessions) fromSnapshot(ss *SessionSpec) (ws, layer *os.File, id string, err error) {
 	sdir, meta, err := m.snapshot(ss.From)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	if !reflect.DeepEqual(ss.Spec, Spec{}) || ss.Workspace != (Workspace{}) {
-		return nil, "", &SpecError{Field: "from", Value: ss.From, Err: errors.New("a session made from a snapshot has the snapshot's spec and workspace: give neither")}
+		return nil, nil, "", &SpecError{Field: "from", Value: ss.From, Err: errors.New("a session made from a snapshot has the snapshot's spec and workspace: give neither")}
 	}
 	ss.Spec, ss.Workspace = meta.Spec, meta.Workspace
-	f, err := os.Open(filepath.Join(sdir, "workspace.tar"))
-	return f, meta.ID, err
+	if ws, err = os.Open(filepath.Join(sdir, "workspace.tar")); err != nil {
+		return nil, nil, "", err
+	}
+	if len(meta.Layers) > 0 {
+		if layer, err = os.Open(filepath.Join(sdir, layerFile)); err != nil {
+			ws.Close()
+			return nil, nil, "", err
+		}
+	}
+	return ws, layer, meta.ID, nil
 }
+
+// layerFile, in a snapshot of an overlay workspace, is its overlays'
+// changes as one OCI image layer (jailfs.Root.ArchiveLayers).
+const layerFile = "layer.tar"
 
 // frozenMark, in a session's state directory, says a snapshot froze the
 // session's groups; it is removed once they are thawed.

@@ -161,6 +161,13 @@ type Spec struct {
 	// provide something the Spec asks for; the Result's isolation lists what
 	// was not in force. Otherwise such a run is refused.
 	AllowUnenforced bool `json:"allow_unenforced,omitempty"`
+
+	// overlayBytes, set by a session's overlay workspace
+	// (Workspace.apply), makes the root's system directories writable
+	// overlays whose layers and the workspace share a tmpfs of this size
+	// (rootfs.Overlay). Not a Spec field of its own: the session's
+	// Workspace says it, and carries it to forks and restores.
+	overlayBytes int64
 }
 
 // Rlimit is a setrlimit(2) resource limit.

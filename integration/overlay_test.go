@@ -1,0 +1,206 @@
+package integration
+
+import (
+	"archive/tar"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail"
+)
+
+// kernelAtLeast reports whether this kernel's release is major.minor or
+// later.
+func kernelAtLeast(t *testing.T, major, minor int) bool {
+	var u unix.Utsname
+	require.NoError(t, unix.Uname(&u))
+	var ma, mi int
+	_, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
+	require.NoError(t, err)
+	return ma > major || ma == major && mi >= minor
+}
+
+// usrCanary is a directory of root's in the host's /usr, which an
+// overlay session's /usr shows, and an inotify watch on it for every
+// change (not reads: the overlay's copy-up reads what it copies).
+type usrCanary struct {
+	dir string
+	fd  int
+}
+
+func newUsrCanary(t *testing.T) *usrCanary {
+	d, err := os.MkdirTemp("/usr/local/share", "jail-it-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	require.NoError(t, os.Chmod(d, 0o755))
+	for name, data := range map[string]string{"canary": "host file\n", "gone": "to be deleted\n", "mv": "to be renamed\n", "sub/old": "hidden by an opaque directory\n"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(d, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(d, name), []byte(data), 0o644))
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	for _, w := range []string{d, filepath.Join(d, "sub"), "/usr/bin"} {
+		_, err = unix.InotifyAddWatch(fd, w, unix.IN_MODIFY|unix.IN_ATTRIB|unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVE|unix.IN_CLOSE_WRITE)
+		require.NoError(t, err)
+	}
+	return &usrCanary{dir: d, fd: fd}
+}
+
+// unchanged checks nothing changed the canary's files, or made one in
+// the host's /usr/bin, since it was made.
+func (c *usrCanary) unchanged(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 4096)
+	n, err := unix.Read(c.fd, buf)
+	if err == unix.EAGAIN {
+		n = 0
+	} else {
+		require.NoError(t, err)
+	}
+	var events []string
+	for off := 0; off+unix.SizeofInotifyEvent <= n; {
+		mask, l := binary.NativeEndian.Uint32(buf[off+4:]), int(binary.NativeEndian.Uint32(buf[off+12:]))
+		events = append(events, fmt.Sprintf("%#x %s", mask, strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+l]), "\x00")))
+		off += unix.SizeofInotifyEvent + l
+	}
+	assert.Empty(t, events, "the host's /usr was changed")
+	for name, data := range map[string]string{"canary": "host file\n", "gone": "to be deleted\n", "mv": "to be renamed\n", "sub/old": "hidden by an opaque directory\n"} {
+		b, err := os.ReadFile(filepath.Join(c.dir, name))
+		require.NoError(t, err)
+		assert.Equal(t, data, string(b), name)
+		var st unix.Stat_t
+		require.NoError(t, unix.Stat(filepath.Join(c.dir, name), &st))
+		assert.EqualValues(t, 0o644, st.Mode&0o7777, name)
+		assert.EqualValues(t, 0, st.Uid, name)
+	}
+	_, err = os.Lstat("/usr/bin/jail-it-new")
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestSessionOverlayWorkspace: an overlay session's /usr is writable by
+// its workload, which owns the host's root-owned files there, and every
+// change (write, chmod, delete, rename, an opaque directory, a new file)
+// stays in the session's tmpfs: the host's /usr is never changed. The
+// layers cannot be written but through the overlays, the size holds,
+// snapshots carry the changes (with whiteouts) into new sessions and into
+// an exported layer; restore is refused. Unprivileged, or before Linux
+// 6.6, the session is refused, naming why.
+func TestSessionOverlayWorkspace(t *testing.T) {
+	dir, snaps := sessionDir(t), snapDir(t)
+	s := func(sub string, args ...string) result {
+		return sess(t, dir, sub, append([]string{"--snapshot-dir", snaps}, args...)...)
+	}
+	ok := func(sub string, args ...string) string {
+		t.Helper()
+		r := s(sub, args...)
+		require.Equal(t, 0, r.code, "session %s %v: %s", sub, args, r.stderr)
+		return r.stdout
+	}
+	r := s("create", "--workspace", "overlay:32M")
+	switch {
+	case unprivileged:
+		assert.Equal(t, 125, r.code)
+		assert.Contains(t, r.stderr, "overlay workspace: needs root")
+		return
+	case !kernelAtLeast(t, 6, 6):
+		assert.Equal(t, 125, r.code)
+		assert.Contains(t, r.stderr, "overlay workspace: needs Linux 6.6")
+		return
+	}
+	require.Equal(t, 0, r.code, r.stderr)
+	id := strings.TrimSpace(r.stdout)
+	defer sess(t, dir, "rm", id)
+	c := newUsrCanary(t)
+	cd := c.dir
+
+	// The kernel's view: overlays on /usr, the layers read-only at
+	// /.overlay, the host's root-owned files the workload's own.
+	mi := ok("exec", id, "--", "cat", "/proc/self/mountinfo")
+	var usr, layers string
+	for _, l := range strings.Split(mi, "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == "/usr" {
+			usr = l
+		} else if len(f) > 5 && f[4] == "/.overlay" {
+			layers = l
+		}
+	}
+	assert.Contains(t, usr, " - overlay ")
+	assert.Contains(t, usr, "userxattr")
+	assert.Contains(t, usr, "nosuid")
+	assert.Regexp(t, `^\S+ \S+ \S+ \S+ /.overlay ro,`, layers)
+	assert.Equal(t, "1000 1000\n", ok("exec", id, "--", "stat", "-c", "%u %g", cd+"/canary"))
+
+	// Changes of every kind, seen by the next command.
+	ok("exec", id, "--", "sh", "-c", fmt.Sprintf(`set -e; cd %s
+echo changed >> canary; chmod 600 canary; rm gone; mv mv mv2; echo new > new
+rm -r sub; mkdir sub; echo only > sub/only
+echo '#!/bin/sh' > /usr/bin/jail-it-new; chmod +x /usr/bin/jail-it-new
+echo ws > /workspace/w`, cd))
+	want := "host file\nchanged\n600\ncanary\nmv2\nnew\nsub\nonly\nws\n"
+	tree := func(id string) string {
+		return ok("exec", id, "--", "sh", "-c", fmt.Sprintf("cd %s; cat canary; stat -c %%a canary; ls; ls sub; cat /workspace/w; test -x /usr/bin/jail-it-new", cd))
+	}
+	assert.Equal(t, want, tree(id))
+	c.unchanged(t)
+
+	// The layers are written only through the overlays; the jail cannot
+	// remount or unmount them; the size holds for layers and workspace
+	// together.
+	r = s("exec", id, "--", "sh", "-c", "echo x > /.overlay/upper/usr/x")
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.stderr, "Read-only file system")
+	r = s("exec", id, "--", "sh", "-c", "umount /usr || umount -l /usr")
+	assert.NotEqual(t, 0, r.code)
+	r = s("exec", id, "--", "sh", "-c", "head -c 40000000 /dev/zero > /usr/big")
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.stderr, "No space left on device")
+	ok("exec", id, "--", "rm", "-f", "/usr/big")
+	info := inspect(t, dir, id)
+	require.NotNil(t, info.Workspace)
+	assert.Equal(t, jail.WorkspaceOverlay, info.Workspace.Type)
+	assert.EqualValues(t, 32<<20, info.Workspace.SizeBytes)
+	require.NotNil(t, info.Workspace.UsedBytes)
+	assert.Positive(t, *info.Workspace.UsedBytes)
+	c.unchanged(t)
+
+	// A snapshot holds the changes; a session made from it (and a fork)
+	// has the same tree; the export is an image layer with whiteouts.
+	var snap jail.SnapshotInfo
+	require.NoError(t, json.Unmarshal([]byte(ok("snapshot", "--json", id)), &snap))
+	assert.Contains(t, snap.Layers, "/usr")
+	from := strings.TrimSpace(ok("create", "--from", snap.ID))
+	defer sess(t, dir, "rm", from)
+	assert.Equal(t, want, tree(from))
+	var fork struct {
+		Forks []struct{ ID, Error string } `json:"forks"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(ok("fork", "--json", "-n", "1", id)), &fork))
+	require.Len(t, fork.Forks, 1)
+	require.Empty(t, fork.Forks[0].Error)
+	defer sess(t, dir, "rm", fork.Forks[0].ID)
+	assert.Equal(t, want, tree(fork.Forks[0].ID))
+	rel := strings.TrimPrefix(cd, "/")
+	tr := tar.NewReader(strings.NewReader(runOK(t, "snapshot", "export", "--snapshot-dir", snaps, snap.ID)))
+	names := map[string]bool{}
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		names[h.Name] = true
+	}
+	for _, n := range []string{rel + "/canary", rel + "/.wh.gone", rel + "/.wh.mv", rel + "/mv2", rel + "/sub/", rel + "/sub/.wh..wh..opq", rel + "/sub/only", "usr/bin/jail-it-new", "workspace/w"} {
+		assert.True(t, names[n], "the export has %s", n)
+	}
+	r = s("restore", id, snap.ID)
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "overlay workspace")
+
+	ok("rm", id)
+	c.unchanged(t)
+}

@@ -1,0 +1,111 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail/rootfs"
+)
+
+// The lower layers of an overlay workspace (rootfs.Overlay) are id-mapped
+// mounts of the host's directories, made here because only the host's
+// root may id-map a mount of a host file system (can_idmap_mount wants
+// CAP_SYS_ADMIN in the superblock's user namespace, the initial one), and
+// moved into the jail by its child stage (nsexec.OpTree).
+//
+// The id map shows the host's root-owned files as the workload's: host
+// uid and gid 0 become the host ids the workload's ids map to (a host
+// nobody, for a root caller's jail), which the jail's user namespace maps
+// to the workload. The overlay's copy-up (done with the credentials of its
+// mounter, the child stage, which runs as the workload's ids) can then
+// chown a copied file to its owner, and the workload may change the files
+// through the overlay: the upper layer is the jail's tmpfs, so nothing
+// reaches the host. Files of other host ids map to no one: readable as
+// their modes say, never copied up.
+
+// treeIDMap returns a user namespace that maps 0 to the host ids of the
+// workload, for mount_setattr's MOUNT_ATTR_IDMAP. As runc does
+// (libcontainer/userns), a process is started in a new user namespace
+// with those maps, stopped by PTRACE_TRACEME at its exec before it runs
+// anything; its namespace is opened, and it is killed.
+func (l *launch) treeIDMap() (*os.File, error) {
+	uid, gid, ok := l.hostIDs()
+	if !ok {
+		return nil, errors.New("the overlay's id map: the workload's ids have no host ids")
+	}
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"jail:idmap"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(uid), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(gid), Size: 1}},
+		Ptrace:      true,
+		Pdeathsig:   unix.SIGKILL,
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("the overlay's id map: %w", err)
+	}
+	defer func() {
+		// Reaped here, by pid: a tracee's stop is reported to wait like
+		// an exit, so wait until it is the exit.
+		_ = unix.Kill(pid, unix.SIGKILL)
+		for {
+			var ws unix.WaitStatus
+			if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR && (err != nil || ws.Exited() || ws.Signaled()) {
+				return
+			}
+		}
+	}()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
+	if err != nil {
+		return nil, fmt.Errorf("the overlay's id map: %w", err)
+	}
+	return f, nil
+}
+
+// hostIDs returns the host uid and gid the workload's ids map to.
+func (l *launch) hostIDs() (uid, gid uint32, ok bool) {
+	var okU, okG bool
+	for _, m := range l.uidMap {
+		if l.proc.UID >= m.InsideID && l.proc.UID-m.InsideID < m.Count {
+			uid, okU = m.OutsideID+l.proc.UID-m.InsideID, true
+		}
+	}
+	for _, m := range l.gidMap {
+		if l.proc.GID >= m.InsideID && l.proc.GID-m.InsideID < m.Count {
+			gid, okG = m.OutsideID+l.proc.GID-m.InsideID, true
+		}
+	}
+	return uid, gid, okU && okG
+}
+
+// idmappedTree returns a detached recursive clone of the directory src
+// names (open_tree, as `mount --rbind`), id-mapped through the user
+// namespace idmap, private, with the mount attributes attr
+// (nsexec.Attr* are MOUNT_ATTR_* values) set on the whole tree before
+// anyone can see it. A submount whose file system cannot be id-mapped
+// fails it: nothing is left half-mapped.
+func idmappedTree(src, idmap *os.File, attr uint64) (*os.File, error) {
+	fd, err := unix.OpenTree(int(src.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return nil, &os.PathError{Op: "open_tree", Path: src.Name(), Err: err}
+	}
+	a := unix.MountAttr{Attr_set: attr | unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(idmap.Fd()), Propagation: unix.MS_PRIVATE}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &a); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "mount_setattr (id map)", Path: src.Name(), Err: err}
+	}
+	return os.NewFile(uintptr(fd), src.Name()), nil
+}
+
+// overlayKernel says why this kernel cannot have an overlay workspace
+// (rootfs.OverlayKernel).
+func overlayKernel() error {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return err
+	}
+	return rootfs.OverlayKernel(unix.ByteSliceToString(u.Release[:]))
+}
