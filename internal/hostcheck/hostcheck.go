@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/jailrt/jail/rootfs"
 )
 
 // Verdict is the outcome of one check.
@@ -40,6 +42,7 @@ const (
 	nameTimeNS     = "time namespace"
 	nameCgroups    = "cgroups"
 	nameSnapshots  = "session snapshots"
+	nameOverlay    = "overlay workspace"
 	nameSeccomp    = "seccomp"
 	nameLandlock   = "landlock"
 	nameNftables   = "nftables"
@@ -107,6 +110,27 @@ func kernelFeature(release string) Feature {
 	default:
 		f.Verdict = OK
 		f.Detail = release
+	}
+	return f
+}
+
+// overlayFeature says whether this caller can have a session with an
+// overlay workspace (a writable root): it needs root, whose parent makes
+// the id-mapped lower layers, and Linux 6.6.
+func overlayFeature(release string, euid int) Feature {
+	f := Feature{Name: nameOverlay}
+	switch err := rootfs.OverlayKernel(release); {
+	case err != nil:
+		f.Verdict = Warn
+		f.Detail = "`session create --workspace overlay` " + err.Error() + "; tmpfs and dir workspaces work"
+		f.Fix = "upgrade the kernel to 6.6 or later"
+	case euid != 0:
+		f.Verdict = Warn
+		f.Detail = "`session create --workspace overlay` needs root (only the host's root may id-map a mount of the host's directories); tmpfs and dir workspaces work"
+		f.Fix = "run as root"
+	default:
+		f.Verdict = OK
+		f.Detail = "sessions may have a writable /usr (and the root's other host directories): overlays over id-mapped host directories, changes in the session's tmpfs"
 	}
 	return f
 }

@@ -32,8 +32,8 @@ var probeBinaries = []string{"/bin/true", "/usr/bin/true"}
 
 // Run probes the host for the calling user and returns one Feature per check,
 // in a stable order: kernel, user namespaces, the other namespaces, time
-// namespace, cgroups, seccomp, landlock, nftables, mount API, root file
-// system, caller.
+// namespace, cgroups, session snapshots, overlay workspace, seccomp,
+// landlock, nftables, mount API, root file system, caller.
 //
 // Run changes nothing on the host. It starts and reaps one short-lived
 // /bin/true in a new user and mount namespace.
@@ -46,6 +46,7 @@ func Run() []Feature {
 		timeNSFeature(nsPresent("time")),
 		cgroupFeature(support),
 		snapshotFeature(support),
+		overlayFeature(release(), unix.Geteuid()),
 		seccompFeature(probeSeccomp()),
 		checkLandlock(),
 		checkNftables(),
@@ -63,6 +64,15 @@ func checkKernel() Feature {
 			Fix: "make sure the kernel is 5.12 or later (mount_setattr)"}
 	}
 	return kernelFeature(unix.ByteSliceToString(u.Release[:]))
+}
+
+// release is the kernel's release, as `uname -r`; "" if uname fails.
+func release() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }
 
 // probeUserNS gathers the user namespace facts. It starts the probe binary

@@ -67,6 +67,27 @@ func TestKernelFeature(t *testing.T) {
 	}
 }
 
+func TestOverlayFeature(t *testing.T) {
+	for _, tc := range []struct {
+		release string
+		euid    int
+		want    Verdict
+		fix     string
+	}{
+		{"6.18.44-fc-v657", 0, OK, ""},
+		{"6.6.0", 0, OK, ""},
+		{"6.1.0-26-amd64", 0, Warn, "upgrade the kernel to 6.6 or later"},
+		{"6.18.44", 1000, Warn, "run as root"},
+		{"weird", 0, Warn, "upgrade the kernel to 6.6 or later"},
+	} {
+		f := overlayFeature(tc.release, tc.euid)
+		assert.Equal(t, nameOverlay, f.Name)
+		assert.Equal(t, tc.want, f.Verdict, "%s as %d", tc.release, tc.euid)
+		assert.Equal(t, tc.fix, f.Fix, "%s as %d", tc.release, tc.euid)
+		assertFixMatchesVerdict(t, f)
+	}
+}
+
 func TestNamespacesFeature(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -293,7 +314,7 @@ func TestRun(t *testing.T) {
 		t.Logf("%-45s %-7s %s | %s", f.Name, f.Verdict, f.Detail, f.Fix)
 	}
 
-	wantNames := []string{nameKernel, nameUserNS, nameNamespaces, nameTimeNS, nameCgroups, nameSnapshots,
+	wantNames := []string{nameKernel, nameUserNS, nameNamespaces, nameTimeNS, nameCgroups, nameSnapshots, nameOverlay,
 		nameSeccomp, nameLandlock, nameNftables, nameMountAPI, nameRootFS, nameCaller}
 	require.Len(t, features, len(wantNames))
 	byName := map[string]Feature{}
