@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/jailfs"
+	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
 )
 
@@ -326,7 +328,9 @@ func copyTar(tw *tar.Writer, tr *tar.Reader, prefix, id string) error {
 // command running in the session is killed (with everything it started;
 // PID 1 stays), the workspace is emptied and the snapshot's files are put
 // back, in the jail, as its workload's user. The snapshot must have been
-// taken of a session of the same Spec.
+// taken of a session of the same Spec. An overlay workspace's overlays
+// are made again by PID 1 with empty upper layers, and the snapshot's
+// changes applied through them.
 func (s *Session) Restore(ctx context.Context, id string) error {
 	sdir, meta, err := s.m.snapshot(id)
 	if err != nil {
@@ -343,13 +347,11 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 	if st.Workspace.Type == WorkspaceNone {
 		return fmt.Errorf("session %s has no workspace to restore: %w", s.id, ErrNotSupported)
 	}
-	if len(st.Layers) > 0 {
-		// Undoing a change to a host file means taking its copy out of
-		// the upper layer, which an overlay does not allow while mounted.
-		return fmt.Errorf("session %s has an overlay workspace, whose changes to the host's files cannot be undone in place: make a session from the snapshot (create --from, fork) instead: %w", s.id, ErrNotSupported)
-	}
 	if h := specHash(st.Spec, st.Workspace); h != meta.SpecHash {
 		return &SpecError{Field: "snapshot", Value: meta.ID, Err: fmt.Errorf("was taken of a session of another Spec (session %s): restore it into a session made from it (create --from)", meta.SessionID)}
+	}
+	if !slices.Equal(st.Layers, meta.Layers) {
+		return &SpecError{Field: "snapshot", Value: meta.ID, Err: fmt.Errorf("holds the changes of overlays %v, and session %s has %v: restore it into a session made from it (create --from)", meta.Layers, s.id, st.Layers)}
 	}
 	if st.CgroupName != "" {
 		g, err := cgroup.Load(st.Cgroup, st.CgroupName)
@@ -370,6 +372,23 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 			return fmt.Errorf("session %s: ending its commands: %w", s.id, err)
 		}
 	}
+	if len(st.Layers) > 0 {
+		// Undoing a change to a host file takes its copy out of the
+		// upper layer, which an overlay does not allow while mounted:
+		// PID 1 makes the overlays again, empty, and the snapshot's
+		// changes are applied through them.
+		if err := s.resetLayers(dir); err != nil {
+			return err
+		}
+		lf, err := os.Open(filepath.Join(sdir, layerFile))
+		if err != nil {
+			return err
+		}
+		defer lf.Close()
+		if _, err := s.fileOpHeld(ctx, &heldSession{dir, st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: "/", Layers: st.Layers}, lf, nil); err != nil {
+			return err
+		}
+	}
 	f, err := os.Open(filepath.Join(sdir, "workspace.tar"))
 	if err != nil {
 		return err
@@ -384,6 +403,34 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 	}
 	s.st.Parent = meta.ID
 	s.m.log().Info("session restored", "id", s.id, "snapshot", meta.ID)
+	return nil
+}
+
+// resetLayers has the session's PID 1 make its overlays again with empty
+// upper layers (nsexec.ResetLayers). The caller holds the lock and has
+// ended every command.
+func (s *Session) resetLayers(dir string) error {
+	ctl, err := dialControl(filepath.Join(dir, "ctl.sock"))
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.id, err)
+	}
+	defer ctl.Close()
+	// Emptying the upper layers takes as long as their files: more than
+	// dialControl's 5 s for a big tree.
+	_ = unix.SetsockoptTimeval(int(ctl.Fd()), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 120})
+	if _, err := ctl.Write(nsexec.ResetLayers()); err != nil {
+		return fmt.Errorf("session %s: control socket: %w", s.id, err)
+	}
+	var b [1]byte // dialControl set a receive timeout
+	n, err := ctl.Read(b[:])
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, unix.EAGAIN):
+		return fmt.Errorf("session %s: its PID 1 does not make its overlays again (the session was made by an older jail): %w", s.id, ErrNotSupported)
+	case err != nil || n != 1:
+		return fmt.Errorf("session %s: control socket: no answer (%v): %w", s.id, err, ErrNotRunning)
+	case b[0] != '1':
+		return fmt.Errorf("session %s: its PID 1 could not make its overlays again, and the session is unusable: remove it", s.id)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"archive/tar"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -92,7 +93,7 @@ func (c *usrCanary) unchanged(t *testing.T) {
 // stays in the session's tmpfs: the host's /usr is never changed. The
 // layers cannot be written but through the overlays, the size holds,
 // snapshots carry the changes (with whiteouts) into new sessions and into
-// an exported layer; restore is refused. Unprivileged, or before Linux
+// an exported layer, and back into the session (restore). Unprivileged, or before Linux
 // 6.6, the session is refused, naming why.
 func TestSessionOverlayWorkspace(t *testing.T) {
 	dir, snaps := sessionDir(t), snapDir(t)
@@ -197,9 +198,29 @@ echo ws > /workspace/w`, cd))
 	for _, n := range []string{rel + "/canary", rel + "/.wh.gone", rel + "/.wh.mv", rel + "/mv2", rel + "/sub/", rel + "/sub/.wh..wh..opq", rel + "/sub/only", "usr/bin/jail-it-new", "workspace/w"} {
 		assert.True(t, names[n], "the export has %s", n)
 	}
-	r = s("restore", id, snap.ID)
-	assert.Equal(t, 125, r.code)
-	assert.Contains(t, r.stderr, "overlay workspace")
+
+	// Restore: changes since the snapshot are undone, those of the
+	// host's files too (the file is the host's again), and the
+	// snapshot's are back; a command that was running is gone.
+	ok("exec", id, "--", "sh", "-c", fmt.Sprintf(`set -e; cd %s
+echo after >> mv2; rm new; echo later > later; rm -r /usr/share/common-licenses; rm /usr/bin/jail-it-new; rm /workspace/w`, cd))
+	marker, script := sleepMarker(60)
+	bg := jailCmd(context.Background(), "session", "exec", "--state-dir", dir, id, "--", "sh", "-c", script)
+	require.NoError(t, bg.Start())
+	requireRunning(t, marker, 1)
+	ok("restore", id, snap.ID)
+	_ = bg.Wait()
+	requireGone(t, marker)
+	assert.Equal(t, want, tree(id))
+	assert.Equal(t, "to be renamed\n", ok("exec", id, "--", "cat", cd+"/mv2"))
+	host, err := os.ReadFile("/usr/share/common-licenses/GPL-3")
+	require.NoError(t, err)
+	assert.Equal(t, string(host), ok("exec", id, "--", "cat", "/usr/share/common-licenses/GPL-3"), "a host directory removed after the snapshot is back")
+	mi = ok("exec", id, "--", "cat", "/proc/self/mountinfo")
+	assert.Equal(t, 1, strings.Count(mi, " /usr rw,"), "one overlay on /usr, the new one: %s", mi)
+	ok("exec", id, "--", "sh", "-c", "echo again > /usr/bin/jail-it-again")
+	r = s("exec", id, "--", "sh", "-c", "echo x > /.overlay/upper/usr/x")
+	assert.Contains(t, r.stderr, "Read-only file system", "the layers are read-only again")
 
 	ok("rm", id)
 	c.unchanged(t)

@@ -50,6 +50,7 @@ var cConstants = map[string]int64{
 	"SIG_KILL_JOINED":            C.SIG_KILL_JOINED,
 	"CTL_DEADLINES":              C.CTL_DEADLINES,
 	"CTL_DEADLINES_LEN":          C.CTL_DEADLINES_LEN,
+	"CTL_RESET_LAYERS":           C.CTL_RESET_LAYERS,
 	"PLAN_SETGROUPS":             C.PLAN_SETGROUPS,
 	"OP_BIND":                    C.OP_BIND,
 	"OP_SETATTR":                 C.OP_SETATTR,

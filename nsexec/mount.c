@@ -509,3 +509,111 @@ int remount_root_ro(struct plan *p)
 	(void)p;
 	return sys_mount_setattr(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY);
 }
+
+/* ---- a session's restore ---- */
+
+/* clear_tree removes everything below the directory dfd (never following
+ * a symlink), and closes dfd. */
+static int clear_tree(int dfd)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) { close(dfd); return -1; }
+	int r = 0, again = 1;
+	while (r == 0 && again) { /* entries removed while read may hide others: until a pass finds none */
+		again = 0;
+		rewinddir(d);
+		struct dirent *e;
+		while (r == 0 && (e = readdir(d))) {
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+			again = 1;
+			struct stat st;
+			if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) { r = errno == ENOENT ? 0 : -1; continue; }
+			if (S_ISDIR(st.st_mode)) {
+				int sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				if (sub < 0 || clear_tree(sub) < 0 || unlinkat(dfd, e->d_name, AT_REMOVEDIR) < 0) r = -1;
+			} else if (unlinkat(dfd, e->d_name, 0) < 0) {
+				r = -1;
+			}
+		}
+	}
+	int en = errno;
+	closedir(d);
+	errno = en;
+	return r;
+}
+
+/* layer_dir returns the value of option key (upperdir, workdir) of an
+ * overlay op, or NULL. */
+static const char *layer_dir(const struct mount_op *m, const char *key)
+{
+	size_t k = strlen(key);
+	for (const char *o = m->data; o < m->data + m->data_len; o += strlen(o) + 1)
+		if (strncmp(o, key, k) == 0 && o[k] == '=') return o + k + 1;
+	return NULL;
+}
+
+/* layers_mount returns the target of the plan's read-only OP_SETATTR op
+ * on the mount that holds path (the overlays' tmpfs: made read-only at the
+ * end of the plan), or NULL. */
+static const char *layers_mount(const struct plan *p, const char *path)
+{
+	for (size_t i = 0; i < p->nmounts; i++) {
+		const struct mount_op *m = &p->mounts[i];
+		size_t n = strlen(m->target);
+		if (m->kind == OP_SETATTR && (m->attr & MOUNT_ATTR_RDONLY) && strncmp(path, m->target, n) == 0 && path[n] == '/')
+			return m->target;
+	}
+	errno = ENOENT;
+	return NULL;
+}
+
+/* set_ro makes the mount at path read-only (on) or writable. */
+static int set_ro(const char *path, int on)
+{
+	if (!path) return -1;
+	int fd = open_in_root(path, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0) return -1;
+	struct mount_attr a = {.attr_set = on ? MOUNT_ATTR_RDONLY : 0, .attr_clr = on ? 0 : MOUNT_ATTR_RDONLY};
+	int r = (int)syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof a), e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+
+/* reset_layers makes each overlay of the plan (an OP_FS op with
+ * OPF_LAYERS) again with empty upper and work directories, for a
+ * session's restore: the parent has killed every process that could hold
+ * a file of the old ones. The old overlay is detached (and gone once
+ * nothing holds it); its layers' file system, read-only at its own mount
+ * point, is writable while they are emptied. In the order of the plan,
+ * with the same options as at the start. */
+int reset_layers(struct plan *p)
+{
+	int r = 0;
+	if ((root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) return -1;
+	for (size_t i = 0; r == 0 && i < p->nmounts; i++) {
+		struct mount_op *m = &p->mounts[i];
+		const char *upper = layer_dir(m, "upperdir"), *work = layer_dir(m, "workdir");
+		if (m->kind != OP_FS || !(m->flags & OPF_LAYERS) || !upper || !work) continue;
+		const char *lm = layers_mount(p, upper);
+		if (umount2(m->target, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 || set_ro(lm, 0) < 0) { r = -1; break; }
+		for (int k = 0; r == 0 && k < 2; k++) {
+			int dfd = open_in_root(k ? work : upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+			if (dfd < 0 || clear_tree(dfd) < 0) r = -1;
+		}
+		/* The new overlay takes its upper layer's mount writable, as
+		 * at the start, and keeps its own: read-only again after. */
+		int fd = r < 0 ? -1 : fs_mount(m), tfd = fd < 0 ? -1 : open_in_root(m->target, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
+		if (tfd < 0 || sys_move_mount(fd, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) r = -1;
+		int e = errno;
+		if (fd >= 0) close(fd);
+		if (tfd >= 0) close(tfd);
+		if (set_ro(lm, 1) < 0 && r == 0) r = -1, e = errno;
+		errno = e;
+	}
+	int e = errno;
+	close(root_fd);
+	root_fd = -1;
+	errno = e;
+	return r;
+}

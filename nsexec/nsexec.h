@@ -134,6 +134,11 @@ struct plan {
 #define CTL_DEADLINES 'D'
 #define CTL_DEADLINES_LEN 17
 #define CTL_KEEP UINT64_MAX
+/* A CTL_RESET_LAYERS packet (the byte alone) has PID 1 make the plan's
+ * overlays again with empty upper layers (reset_layers): a restore, once
+ * the parent has killed every process of the session. PID 1 answers "1"
+ * when it is done, "0" when it failed (the session is then unusable). */
+#define CTL_RESET_LAYERS 'L'
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */
 enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED, MSG_SECCOMP, MSG_PTY };

@@ -32,6 +32,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"SIG_KILL_JOINED":            int64(KillJoinedSignal),
 		"CTL_DEADLINES":              ctlDeadlines,
 		"CTL_DEADLINES_LEN":          ctlDeadlinesLen,
+		"CTL_RESET_LAYERS":           ctlResetLayers,
 		"PLAN_SETGROUPS":             int64(FlagSetgroups),
 		"OP_BIND":                    int64(OpBind),
 		"OP_SETATTR":                 int64(OpSetattr),

@@ -76,10 +76,17 @@ func Deadlines(ttl, idle *time.Duration) []byte {
 	return b
 }
 
+// ResetLayers is the packet that has a session's PID 1 make its overlays
+// (an overlay workspace's) again with empty upper layers, once every
+// process of the session is gone: it answers "1" when done, "0" when it
+// failed, which leaves the session unusable.
+func ResetLayers() []byte { return []byte{ctlResetLayers} }
+
 const (
 	ctlDeadlines    = 'D'
 	ctlDeadlinesLen = 17
 	ctlKeep         = math.MaxUint64
+	ctlResetLayers  = 'L'
 )
 
 // Namespace flags a join plan may enter (Plan.JoinNS), as clone(2) names them.

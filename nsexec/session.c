@@ -23,7 +23,7 @@ static int arm(int fd, uint64_t ms)
  * down. The deadlines are kernel timers of this process, so they hold with
  * no jail process running on the host; a CTL_DEADLINES packet on a control
  * connection (from the host: the socket is in the state directory) changes
- * them. */
+ * them, and a CTL_RESET_LAYERS one makes its overlays new (a restore). */
 int session_loop(struct plan *p)
 {
 	sigset_t set;
@@ -73,6 +73,10 @@ int session_loop(struct plan *p)
 				if (t != CTL_KEEP && arm(ttl, t) < 0) return -1;
 				if (d != CTL_KEEP) p->idle_ms = d;
 				(void)send(conns[i], "1", 1, MSG_NOSIGNAL);
+				continue;
+			}
+			if (n == 1 && b[0] == CTL_RESET_LAYERS) {
+				(void)send(conns[i], reset_layers(p) == 0 ? "1" : "0", 1, MSG_NOSIGNAL);
 				continue;
 			}
 			if (n > 0) continue; /* nothing else is said on it */

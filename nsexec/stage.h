@@ -6,6 +6,7 @@
 #define JAIL_STAGE_H
 
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -118,6 +119,7 @@ int apply_mounts(struct plan *p);
 int pivot_into_root(struct plan *p);
 int remount_root_ro(struct plan *p);
 void close_rule_fds(struct plan *p);
+int reset_layers(struct plan *p);
 
 /* seccomp.c */
 int load_seccomp(const struct plan *p, int errfd);
