@@ -96,7 +96,24 @@ const (
 	qSetQuota          = 0x800008
 	qifBlimits         = 1
 	qifSpace           = 4
+	qXGetQStatV        = 'X'<<8 + 8 // Q_XGETQSTATV
+	fsQStatVVersion1   = 1
+	fsQuotaPdqEnfd     = 1 << 5 // FS_QUOTA_PDQ_ENFD: project limits enforced
 )
+
+// fsQuotaStatV is struct fs_quota_statv (linux/dqblk_xfs.h).
+type fsQuotaStatV struct {
+	Version    int8
+	_          uint8
+	Flags      uint16
+	Incoredqs  uint32
+	Files      [3]struct{ Ino, Nblks, Extents uint64 } // struct fs_qfilestatv: nextents and pad in Extents
+	Timelimits [3]int32
+	Warnlimits [3]uint16
+	_          uint16
+	_          uint32
+	_          [7]uint64
+}
 
 func qcmd(cmd, typ int) uintptr { return uintptr(cmd<<8 | typ&0xff) }
 
@@ -108,6 +125,17 @@ func qcmd(cmd, typ int) uintptr { return uintptr(cmd<<8 | typ&0xff) }
 // project quotas (ext4 -o prjquota, xfs -o pquota); Linux 5.14
 // (quotactl_fd).
 func setQuota(fd int, bytes int64) (uint32, error) {
+	// A file system may count projects' usage and not enforce their
+	// limits (ext4 with the quota feature, mounted without prjquota): a
+	// limit set there would bound nothing.
+	var qs fsQuotaStatV
+	qs.Version = fsQStatVVersion1
+	if err := quotactlStatV(fd, &qs); err != nil {
+		return 0, fmt.Errorf("quotactl(Q_XGETQSTATV): %w", err)
+	}
+	if qs.Flags&fsQuotaPdqEnfd == 0 {
+		return 0, errors.New("project quotas are not enforced on this file system (ext4: mount it with -o prjquota; xfs: -o pquota)")
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return 0, err

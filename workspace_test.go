@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,4 +51,12 @@ func TestRemoveTree(t *testing.T) {
 	assert.NoDirExists(t, dir)
 	assert.FileExists(t, outside)
 	require.NoError(t, jailfs.RemoveTree(dir), "gone already")
+}
+
+// TestQuotaStructs: the quota interface's structs as linux/quota.h and
+// linux/dqblk_xfs.h lay them out (x/sys carries neither).
+func TestQuotaStructs(t *testing.T) {
+	assert.EqualValues(t, 160, unsafe.Sizeof(fsQuotaStatV{}), "struct fs_quota_statv")
+	assert.EqualValues(t, 72, unsafe.Sizeof(ifDqblk{}), "struct if_dqblk")
+	assert.EqualValues(t, 28, unsafe.Sizeof(fsxattr{}), "struct fsxattr")
 }

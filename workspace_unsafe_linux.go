@@ -21,3 +21,11 @@ func ioctlFsxattr(fd int, req uint, x *fsxattr) error {
 	}
 	return nil
 }
+
+func quotactlStatV(fd int, q *fsQuotaStatV) error {
+	_, _, e := unix.Syscall6(unix.SYS_QUOTACTL_FD, uintptr(fd), qcmd(qXGetQStatV, prjQuota), 0, uintptr(unsafe.Pointer(q)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}

@@ -615,10 +615,34 @@ func TestSessionSnapshotUnderWrites(t *testing.T) {
 // listed as not enforced; removed with the session.
 func TestSessionDirWorkspace(t *testing.T) {
 	dir, ws := sessionDir(t), filepath.Join(hostDir(t), "workspaces")
+	// JAIL_IT_QUOTA_DIR is a file system that enforces project quotas
+	// (the cgroup-v2 VM makes one: an ext4 made with -O quota,project,
+	// mounted -o prjquota), where the size must hold;
+	// JAIL_IT_QUOTA_UNENFORCED_DIR one that only counts them (mounted
+	// without prjquota), where a limit would bound nothing: refused.
+	on := func(fs string) string {
+		d, err := os.MkdirTemp(fs, "ws-")
+		require.NoError(t, err)
+		t.Cleanup(func() { os.RemoveAll(d) })
+		require.NoError(t, os.Chmod(d, 0o755)) // the jail's host id goes through it
+		return filepath.Join(d, "workspaces")
+	}
+	if fs := os.Getenv("JAIL_IT_QUOTA_UNENFORCED_DIR"); fs != "" {
+		r := sess(t, dir, "create", "--workspace-dir", on(fs), "--workspace", "dir:4M")
+		assert.Equal(t, 125, r.code)
+		assert.Contains(t, r.stderr, "project quotas are not enforced on this file system")
+	}
+	quotas := os.Getenv("JAIL_IT_QUOTA_DIR")
+	if quotas != "" {
+		ws = on(quotas)
+	}
 	s := func(sub string, args ...string) result {
 		return sess(t, dir, sub, append([]string{"--workspace-dir", ws}, args...)...)
 	}
 	r := s("create", "--workspace", "dir:4M")
+	if quotas != "" {
+		require.Equal(t, 0, r.code, "a workspace on %s, which has project quotas: %s", quotas, r.stderr)
+	}
 	var id string
 	if r.code == 0 {
 		// A file system with project quotas: the bound holds.
@@ -629,6 +653,7 @@ func TestSessionDirWorkspace(t *testing.T) {
 		info := inspect(t, dir, id)
 		require.NotNil(t, info.Workspace.UsedBytes)
 		assert.InDelta(t, 4<<20, *info.Workspace.UsedBytes, 1<<20)
+		sessOK(t, dir, "exec", id, "--", "rm", "a", "b") // room for what follows
 	} else {
 		assert.Equal(t, 125, r.code)
 		assert.Contains(t, r.stderr, "workspace size: 4194304 bytes")

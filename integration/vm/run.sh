@@ -169,8 +169,11 @@ echo $$ >"$WORK/pid"
 # network namespaces need veth, bridges, tun and nf_tables. The guest kernel
 # loads them on demand through /sbin/modprobe (busybox) and modules.alias.
 # crc32c: libcrc32c (conntrack, nf_nat) asks the crypto API for it at load
-# time, by alias, which no modules.dep line shows.
-readonly MODULES_RE='^kernel/(drivers/net/(veth|tun|dummy)|crypto/crc32c_generic|arch/x86/crypto/crc32c-intel|net/bridge/(bridge|br_netfilter)|fs/overlayfs/overlay|net/(ipv4/|ipv6/|bridge/)?netfilter/(nf_tables|nfnetlink|nf_conntrack|nf_nat|nf_reject_ipv[46]|nft_[a-z0-9_]+))\.ko:'
+# time, by alias, which no modules.dep line shows; ext4 needs it too. loop,
+# ext4 and the quota formats: a loop-mounted ext4 with project quotas, for
+# the dir workspace's enforced size (the guest kernel has CONFIG_QUOTA,
+# which the hosts jail is developed on lack).
+readonly MODULES_RE='^kernel/(drivers/net/(veth|tun|dummy)|drivers/block/loop|fs/ext4/ext4|fs/quota/quota_(v2|tree)|crypto/crc32c_generic|arch/x86/crypto/crc32c-intel|net/bridge/(bridge|br_netfilter)|fs/overlayfs/overlay|net/(ipv4/|ipv6/|bridge/)?netfilter/(nf_tables|nfnetlink|nf_conntrack|nf_nat|nf_reject_ipv[46]|nft_[a-z0-9_]+))\.ko:'
 
 # resolve sets KPKG and KVER (the versioned kernel package linux-image-amd64
 # depends on, e.g. linux-image-6.1.0-56-amd64, and its version) and BBVER

@@ -18,7 +18,8 @@
 #   JAIL_VM_TIMEOUT  seconds for the whole VM run (default 1800)
 #   JAIL_VM_CGROUP_TEST  0: do not run cgroup.test (default 1)
 #   JAIL_VM_HOST_TOOLS   host programs to ship, with their libraries, for
-#                    the tests (default ip: the network tests' namespaces)
+#                    the tests (default "ip mkfs.ext4": the network tests'
+#                    namespaces, and the project-quota file system)
 #   and run.sh's (JAIL_VM_CACHE, JAIL_VM_ACCEL, JAIL_VM_CONSOLE, ...)
 #
 # Exit status: 0 all passed; 1 a build or a test failed (the last line says
@@ -79,7 +80,7 @@ files=("$out/jail" "$out/probe" "$out/integration")
 # run by the host's dynamic loader from lib/, through the wrapper bin/NAME
 # first on the guest's PATH.
 mkdir -p "$out/tools/bin" "$out/tools/lib" "$out/tools/real"
-for t in ${JAIL_VM_HOST_TOOLS-ip}; do
+for t in ${JAIL_VM_HOST_TOOLS-ip mkfs.ext4}; do
 	p=$(command -v "$t") || fail "$t not found on this host (JAIL_VM_HOST_TOOLS)"
 	cp -L "$p" "$out/tools/real/$t"
 	ldd "$p" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | while read -r lib; do
@@ -123,6 +124,23 @@ echo "vm-test: cgroup2 at /sys/fs/cgroup; controllers: $(cat /sys/fs/cgroup/cgro
 # TestMain creates only when it builds jail itself.
 mkdir -m 1777 work || fatal "mkdir /jail-it/work"
 export PATH=/jail-it/tools/bin:$PATH
+# Loop-mounted ext4s with project quotas, for the dir workspace's size
+# (TestSessionDirWorkspace): JAIL_IT_QUOTA_DIR enforces them (prjquota),
+# where the size must hold; JAIL_IT_QUOTA_UNENFORCED_DIR only counts
+# them (mounted without prjquota), where the session must be refused.
+if command -v mkfs.ext4 >/dev/null; then
+	modprobe loop 2>/dev/null; modprobe ext4 2>/dev/null # modules here; built in elsewhere
+	for q in quota:prjquota quota-unenforced:defaults; do
+		name=${q%%:*} opts=${q#*:}
+		dd if=/dev/zero of="/jail-it/$name.img" bs=1M count=0 seek=64 2>/dev/null || fatal "$name.img"
+		mkfs.ext4 -q -O quota,project -E quotatype=prjquota "/jail-it/$name.img" || fatal "mkfs.ext4 -O quota,project $name.img"
+		mkdir -m 1777 "/jail-it/work/$name" && mount -t ext4 -o "loop,$opts" "/jail-it/$name.img" "/jail-it/work/$name" ||
+			fatal "mount -o loop,$opts $name.img (an ext4 with project quotas)"
+		chmod 1777 "/jail-it/work/$name"
+	done
+	export JAIL_IT_QUOTA_DIR=/jail-it/work/quota JAIL_IT_QUOTA_UNENFORCED_DIR=/jail-it/work/quota-unenforced
+	echo "vm-test: ext4 with project quotas enforced at $JAIL_IT_QUOTA_DIR, only counted at $JAIL_IT_QUOTA_UNENFORCED_DIR"
+fi
 rc=0
 echo "### vm-test: begin integration.test"
 (cd integration && JAIL_IT_PREBUILT=/jail-it ./integration.test -test.v -test.timeout "${timeout}s" -test.run "$run")
