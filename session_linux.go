@@ -168,17 +168,15 @@ func sessionCgroupName(base, id string) string {
 // wrapping ErrExists for an id in use. On any error nothing is left: no
 // state, cgroup or process.
 func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retErr error) {
-	var from, fromLayer *os.File // a snapshot's workspace, and its overlays' layer
+	var from *snapshotFiles // the snapshot's files, to put in
 	var parent string
 	if ss.From != "" {
 		var err error
-		if from, fromLayer, parent, err = m.fromSnapshot(&ss); err != nil {
+		if from, err = m.fromSnapshot(&ss); err != nil {
 			return nil, err
 		}
-		defer from.Close()
-		if fromLayer != nil {
-			defer fromLayer.Close()
-		}
+		defer from.close()
+		parent = from.id
 	}
 	base, err := m.newSession(&ss)
 	if err != nil {
@@ -266,6 +264,19 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			return nil
 		}},
 		{name: "workspace", do: func() error { return c.prepareWorkspace(&st) }, undo: func() { dropQuota(&st) }},
+		{name: "workspace files", do: func() error {
+			// A reflinked snapshot's files, cloned from the host into
+			// the new dir workspace before anything runs in it.
+			if from == nil {
+				return nil
+			}
+			cloned, err := from.cloneInto(wdir)
+			if cloned {
+				from.ws.Close()
+				from.ws = nil
+			}
+			return err
+		}},
 		{name: "open host sources", do: func() error {
 			sources, err := c.l.openSources()
 			files = append(files, sources...)
@@ -347,7 +358,7 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 					st.Layers = append(st.Layers, m.Target)
 				}
 			}
-			st.Creating = from != nil // until the snapshot's files are in
+			st.Creating = from != nil // until the snapshot's files are all in
 			return writeState(dir, &st)
 		}},
 	}
@@ -369,9 +380,12 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	if from != nil {
 		// The snapshot's files, put in the jail as its workload's user;
 		// no one else joins meanwhile (the lock is ours).
-		_, err := s.fileOpHeld(ctx, &heldSession{dir, &st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, KeepLinks: true}, from, nil)
-		if err == nil && fromLayer != nil {
-			_, err = s.fileOpHeld(ctx, &heldSession{dir, &st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: "/", Layers: st.Layers}, fromLayer, nil)
+		var err error
+		if from.ws != nil {
+			_, err = s.fileOpHeld(ctx, &heldSession{dir, &st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, KeepLinks: true}, from.ws, nil)
+		}
+		if err == nil && from.layer != nil {
+			_, err = s.fileOpHeld(ctx, &heldSession{dir, &st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: "/", Layers: st.Layers}, from.layer, nil)
 		}
 		if err == nil {
 			st.Creating = false

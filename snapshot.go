@@ -19,6 +19,18 @@ const SnapshotSchema = "jail.snapshot/v1"
 // two system calls of the session's processes, never half written by one.
 const ConsistencyFrozen = "frozen"
 
+// How a snapshot's workspace was copied (SnapshotInfo.Copy).
+const (
+	// CopyTar: a files helper archived it in the jail, as a tar stream.
+	CopyTar = "tar"
+	// CopyReflink: a dir workspace on a file system that shares blocks
+	// between files (xfs, btrfs) was copied from the host as a directory
+	// tree whose files share their blocks with the workspace's (FICLONE):
+	// the time the session is stopped goes by its number of files, not
+	// their size.
+	CopyReflink = "reflink"
+)
+
 // SnapshotInfo describes a snapshot of a session's files: what `jail
 // session snapshot --json` and `jail snapshot inspect --json` print. A
 // snapshot holds files only, never memory or processes: restoring one
@@ -49,6 +61,8 @@ type SnapshotInfo struct {
 	FreezeMS int64 `json:"freeze_ms"`
 	// Workspace is the session's workspace.
 	Workspace Workspace `json:"workspace"`
+	// Copy is how the workspace was copied: CopyTar or CopyReflink.
+	Copy string `json:"copy,omitempty"`
 	// Layers, for an overlay workspace, are its overlays ("/usr"...),
 	// whose changes the snapshot holds besides the workspace, as one OCI
 	// image layer.

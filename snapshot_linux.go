@@ -85,7 +85,7 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 	}
 	defer func() {
 		if retErr != nil {
-			_ = os.RemoveAll(sdir)
+			_ = jailfs.RemoveTree(sdir)
 		}
 	}()
 	// Held until the snapshot is whole: Snapshots removes a snapshot
@@ -96,11 +96,20 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 		return nil, err
 	}
 	defer making.Close()
-	out, err := os.OpenFile(filepath.Join(sdir, "workspace.tar"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	ws, tree, err := reflinkable(st, sdir)
 	if err != nil {
 		return nil, err
 	}
-	defer out.Close()
+	if ws != nil {
+		defer ws.Close()
+		defer tree.Close()
+	}
+	var out *os.File // the workspace's tar, unless it is reflinked
+	defer func() {
+		if out != nil {
+			out.Close()
+		}
+	}()
 	var layerOut *os.File
 	if len(st.Layers) > 0 {
 		if layerOut, err = os.OpenFile(filepath.Join(sdir, layerFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600); err != nil {
@@ -129,7 +138,22 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 		}
 		return nil, fmt.Errorf("session %s: freeze: %w", s.id, err)
 	}
-	rep, err := s.fileOpHeld(ctx, &heldSession{dir, st}, false, jailfs.Request{Op: jailfs.OpGetTar, Path: WorkspacePath}, nil, out)
+	var rep *jailfs.Reply
+	if ws != nil {
+		var n, b int64
+		switch n, b, _, err = jailfs.CloneTree(ws, tree); {
+		case err == nil:
+			rep, info.Copy = &jailfs.Reply{Bytes: b, Entries: n}, CopyReflink
+		case jailfs.NoReflink(err): // ext4, say: copied as on tmpfs
+			err = jailfs.RemoveTree(tree.Name())
+		}
+	}
+	if err == nil && rep == nil {
+		info.Copy = CopyTar
+		if out, err = os.OpenFile(filepath.Join(sdir, "workspace.tar"), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600); err == nil {
+			rep, err = s.fileOpHeld(ctx, &heldSession{dir, st}, false, jailfs.Request{Op: jailfs.OpGetTar, Path: WorkspacePath}, nil, out)
+		}
+	}
 	if err == nil && len(st.Layers) > 0 {
 		// The overlays' changes, at the same frozen moment.
 		var lrep *jailfs.Reply
@@ -151,7 +175,11 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 	if terr != nil {
 		return nil, fmt.Errorf("session %s: thaw: %w", s.id, terr)
 	}
-	if err := out.Sync(); err != nil {
+	if out != nil {
+		if err := out.Sync(); err != nil {
+			return nil, err
+		}
+	} else if err := unix.Syncfs(int(tree.Fd())); err != nil { // the snapshot's file system: its files, not its data, are new
 		return nil, err
 	}
 	if layerOut != nil {
@@ -165,6 +193,52 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 	}
 	s.m.log().Info("snapshot taken", "id", info.ID, "session", s.id, "bytes", info.Bytes, "freeze_ms", info.FreezeMS)
 	return info, nil
+}
+
+// reflinkable opens, for a dir workspace on the file system of the
+// snapshot directory sdir, the workspace and a new directory for its
+// reflinked copy; nil, nil for any other. Whether the file system shares
+// blocks is learnt from the first file (jailfs.NoReflink).
+func reflinkable(st *sessionState, sdir string) (ws, tree *os.File, err error) {
+	if st.Workspace.Type != WorkspaceDir || !isWorkspace(st.WorkspaceDir, st.ID) {
+		return nil, nil, nil
+	}
+	var a, b unix.Stat_t
+	if unix.Stat(st.WorkspaceDir, &a) != nil || unix.Stat(sdir, &b) != nil || a.Dev != b.Dev {
+		return nil, nil, nil
+	}
+	if ws, err = os.OpenFile(st.WorkspaceDir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0); err != nil {
+		return nil, nil, err
+	}
+	p := filepath.Join(sdir, "workspace")
+	if err = os.Mkdir(p, 0o700); err == nil {
+		tree, err = os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	}
+	if err != nil {
+		ws.Close()
+		return nil, nil, err
+	}
+	return ws, tree, nil
+}
+
+// workspaceArchive returns snapshot sdir's workspace as a tar stream: its
+// tar, or its reflinked tree archived as a files helper archives (never
+// following a symlink).
+func workspaceArchive(sdir string, meta *snapshotMeta) (io.ReadCloser, error) {
+	if meta.Copy != CopyReflink {
+		return os.Open(filepath.Join(sdir, "workspace.tar"))
+	}
+	tree, err := os.OpenFile(filepath.Join(sdir, "workspace"), os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, _, err := jailfs.ArchiveDir(tree, pw)
+		tree.Close()
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
 }
 
 // snapshot reads snapshot id (or, failing that, the one snapshot named
@@ -236,7 +310,7 @@ func (m *Sessions) Snapshots() ([]*SnapshotInfo, error) {
 		sdir := filepath.Join(store, e.Name())
 		if _, serr := os.Lstat(filepath.Join(sdir, "snapshot.json")); errors.Is(serr, fs.ErrNotExist) {
 			if l, lerr := lockFile(sdir, unix.LOCK_EX, false, true); lerr == nil {
-				_ = os.RemoveAll(sdir)
+				_ = jailfs.RemoveTree(sdir)
 				l.Close()
 			}
 		}
@@ -262,7 +336,7 @@ func (m *Sessions) RemoveSnapshot(id string) error {
 	if err != nil {
 		return err
 	}
-	return os.RemoveAll(sdir)
+	return jailfs.RemoveTree(sdir) // a reflinked tree may hold read-only directories
 }
 
 // ExportSnapshot writes snapshot id to w as an OCI image layer: a tar
@@ -275,7 +349,7 @@ func (m *Sessions) ExportSnapshot(id string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(filepath.Join(sdir, "workspace.tar"))
+	f, err := workspaceArchive(sdir, meta)
 	if err != nil {
 		return err
 	}
@@ -389,7 +463,7 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	f, err := os.Open(filepath.Join(sdir, "workspace.tar"))
+	f, err := workspaceArchive(sdir, meta)
 	if err != nil {
 		return err
 	}
@@ -455,28 +529,80 @@ func (s *Session) Fork(ctx context.Context, n int) (*SnapshotInfo, []ForkResult,
 	return snap, out, nil
 }
 
+// snapshotFiles is what a session made from a snapshot is given: its
+// workspace as a tar stream, the directory of its reflinked copy (for a
+// clone into a new dir workspace, "" when it has none), and its
+// overlays' layer (nil when it has none).
+type snapshotFiles struct {
+	ws    io.ReadCloser
+	tree  string
+	layer *os.File
+	id    string
+}
+
+func (f *snapshotFiles) close() {
+	if f.ws != nil {
+		f.ws.Close()
+	}
+	if f.layer != nil {
+		f.layer.Close()
+	}
+}
+
 // fromSnapshot fills a SessionSpec that names a snapshot (From) with the
-// snapshot's Spec and workspace, and returns its tar, and its overlays'
-// layer when it has one.
-func (m *Sessions) fromSnapshot(ss *SessionSpec) (ws, layer *os.File, id string, err error) {
+// snapshot's Spec and workspace, and returns its files.
+func (m *Sessions) fromSnapshot(ss *SessionSpec) (*snapshotFiles, error) {
 	sdir, meta, err := m.snapshot(ss.From)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, err
 	}
 	if !reflect.DeepEqual(ss.Spec, Spec{}) || ss.Workspace != (Workspace{}) {
-		return nil, nil, "", &SpecError{Field: "from", Value: ss.From, Err: errors.New("a session made from a snapshot has the snapshot's spec and workspace: give neither")}
+		return nil, &SpecError{Field: "from", Value: ss.From, Err: errors.New("a session made from a snapshot has the snapshot's spec and workspace: give neither")}
 	}
 	ss.Spec, ss.Workspace = meta.Spec, meta.Workspace
-	if ws, err = os.Open(filepath.Join(sdir, "workspace.tar")); err != nil {
-		return nil, nil, "", err
+	f := &snapshotFiles{id: meta.ID}
+	if f.ws, err = workspaceArchive(sdir, meta); err != nil {
+		return nil, err
+	}
+	if meta.Copy == CopyReflink {
+		f.tree = filepath.Join(sdir, "workspace")
 	}
 	if len(meta.Layers) > 0 {
-		if layer, err = os.Open(filepath.Join(sdir, layerFile)); err != nil {
-			ws.Close()
-			return nil, nil, "", err
+		if f.layer, err = os.Open(filepath.Join(sdir, layerFile)); err != nil {
+			f.ws.Close()
+			return nil, err
 		}
 	}
-	return ws, layer, meta.ID, nil
+	return f, nil
+}
+
+// cloneInto copies a reflinked snapshot's tree into the new dir
+// workspace wdir, from the host, before the session starts, after its
+// quota (its files inherit the project). It reports whether it did: on
+// a file system that cannot share those blocks, the files are put in
+// through the jail as from a tar.
+func (f *snapshotFiles) cloneInto(wdir string) (bool, error) {
+	if f.tree == "" || wdir == "" {
+		return false, nil
+	}
+	src, err := os.OpenFile(f.tree, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return false, err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(wdir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return false, err
+	}
+	defer dst.Close()
+	switch _, _, _, err := jailfs.CloneTree(src, dst); {
+	case err == nil:
+		return true, nil
+	case jailfs.NoReflink(err):
+		return false, jailfs.ClearDir(dst) // what it made before it knew
+	default:
+		return false, err
+	}
 }
 
 // layerFile, in a snapshot of an overlay workspace, is its overlays'

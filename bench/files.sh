@@ -9,7 +9,8 @@
 #
 # for one file of 1 KiB, 1 MiB and 100 MiB and a tree of 1,000 files of
 # 1 KiB, and then the time to snapshot and fork a session per MB of its
-# workspace (tmpfs), with how long its processes were stopped.
+# workspace (tmpfs, a dir on ext4, a dir on xfs with reflinks, overlay),
+# with how long its processes were stopped.
 #
 # Usage: sudo bench/files.sh [-n ROUNDS] [-j JAIL]
 set -euo pipefail
@@ -68,31 +69,59 @@ echo
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 now() { date +%s%N; }
 
-echo "== snapshot and fork, per MB of workspace (tmpfs) =="
-printf '%-10s %12s %12s %14s %12s %14s\n' workspace "snapshot ms" "frozen ms" "snapshot ms/MB" "fork ms" "fork ms/MB"
-for mb in 10 100; do
-	s=$("$jail_bin" session create --profile default --workspace tmpfs:300M --rlimit fsize=unlimited)
-	"$jail_bin" session exec "$s" -- sh -c "head -c ${mb}M /dev/urandom > data"
-	: >"$tmp/snap.txt"
-	: >"$tmp/frozen.txt"
-	: >"$tmp/fork.txt"
-	for _ in $(seq 5); do
-		t0=$(now)
-		json=$("$jail_bin" session snapshot --json "$s")
-		t1=$(now)
-		echo $(((t1 - t0) / 1000)) >>"$tmp/snap.txt"
-		echo "$json" | sed -n 's/.*"freeze_ms": \([0-9]*\).*/\1/p' >>"$tmp/frozen.txt"
-		snap=$(echo "$json" | sed -n 's/.*"id": "\(snap-[0-9a-f]*\)".*/\1/p')
-		t0=$(now)
-		f=$("$jail_bin" session create --from "$snap")
-		t1=$(now)
-		echo $(((t1 - t0) / 1000)) >>"$tmp/fork.txt"
-		"$jail_bin" session rm "$f" >/dev/null
-		"$jail_bin" snapshot rm "$snap"
+# Workspaces to snapshot: tmpfs; a dir workspace on this machine's file
+# system for $tmp (ext4 here: a tar); as root with xfsprogs, a dir
+# workspace on a loop-mounted xfs beside its snapshots (reflinks); and as
+# root on Linux 6.6, an overlay workspace with the data in /usr/local.
+kinds="tmpfs dir"
+chmod 711 "$tmp" # a dir workspace's host id goes through it
+if [ "$(id -u)" = 0 ] && command -v mkfs.xfs >/dev/null; then
+	truncate -s 1G "$tmp/xfs.img"
+	mkfs.xfs -q -m reflink=1 "$tmp/xfs.img"
+	mkdir "$tmp/xfs"
+	mount -o loop "$tmp/xfs.img" "$tmp/xfs"
+	trap 'umount "$tmp/xfs" 2>/dev/null; "$jail_bin" session rm "$id" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+	kinds="$kinds xfs"
+fi
+if "$jail_bin" check 2>/dev/null | grep -q '^ok *overlay workspace'; then
+	kinds="$kinds overlay"
+fi
+
+echo "== snapshot and fork (create --from), per MB of workspace =="
+printf '%-18s %12s %12s %14s %12s %14s\n' workspace "snapshot ms" "frozen ms" "snapshot ms/MB" "fork ms" "fork ms/MB"
+for kind in $kinds; do
+	data=data snaps=$tmp/snapshots wsdir=()
+	case $kind in
+	tmpfs) ws=(--workspace tmpfs:300M) ;;
+	dir) ws=(--workspace dir:300M --allow-unenforced) wsdir=(--workspace-dir "$tmp/workspaces") ;;
+	xfs) ws=(--workspace dir:300M --allow-unenforced) wsdir=(--workspace-dir "$tmp/xfs/workspaces") snaps=$tmp/xfs/snapshots ;;
+	overlay) ws=(--workspace overlay:300M) data=/usr/local/data ;;
+	esac
+	for mb in 10 100; do
+		s=$("$jail_bin" session create --profile default "${ws[@]}" "${wsdir[@]}" --rlimit fsize=unlimited)
+		"$jail_bin" session exec "$s" -- sh -c "head -c ${mb}M /dev/urandom > $data"
+		: >"$tmp/snap.txt"
+		: >"$tmp/frozen.txt"
+		: >"$tmp/fork.txt"
+		for _ in $(seq 5); do
+			t0=$(now)
+			json=$(JAIL_SNAPSHOT_DIR=$snaps "$jail_bin" session snapshot --json "$s")
+			t1=$(now)
+			echo $(((t1 - t0) / 1000)) >>"$tmp/snap.txt"
+			echo "$json" | sed -n 's/.*"freeze_ms": \([0-9]*\).*/\1/p' >>"$tmp/frozen.txt"
+			snap=$(echo "$json" | sed -n 's/.*"id": "\(snap-[0-9a-f]*\)".*/\1/p')
+			copy=$(echo "$json" | sed -n 's/.*"copy": "\([a-z]*\)".*/\1/p')
+			t0=$(now)
+			f=$(JAIL_SNAPSHOT_DIR=$snaps "$jail_bin" session create --from "$snap" "${wsdir[@]}")
+			t1=$(now)
+			echo $(((t1 - t0) / 1000)) >>"$tmp/fork.txt"
+			"$jail_bin" session rm "$f" >/dev/null
+			JAIL_SNAPSHOT_DIR=$snaps "$jail_bin" snapshot rm "$snap"
+		done
+		"$jail_bin" session rm "$s" >/dev/null
+		sm=$(median <"$tmp/snap.txt")
+		fm=$(median <"$tmp/fork.txt")
+		fz=$(median <"$tmp/frozen.txt")
+		awk -v k="$kind ($copy)" -v mb="$mb" -v sm="$sm" -v fz="$fz" -v fm="$fm" 'BEGIN {printf "%-18s %12.1f %12d %14.2f %12.1f %14.2f\n", k " " mb " MB", sm/1000, fz, sm/1000/mb, fm/1000, fm/1000/mb}'
 	done
-	"$jail_bin" session rm "$s" >/dev/null
-	sm=$(median <"$tmp/snap.txt")
-	fm=$(median <"$tmp/fork.txt")
-	fz=$(median <"$tmp/frozen.txt")
-	awk -v mb="$mb" -v sm="$sm" -v fz="$fz" -v fm="$fm" 'BEGIN {printf "%-10s %12.1f %12d %14.2f %12.1f %14.2f\n", mb " MB", sm/1000, fz, sm/1000/mb, fm/1000, fm/1000/mb}'
 done

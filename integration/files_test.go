@@ -691,6 +691,7 @@ func TestSessionDirWorkspace(t *testing.T) {
 		// its own, with the files.
 		snaps := snapDir(t)
 		snap := strings.TrimSpace(sessOK(t, dir, "snapshot", "--snapshot-dir", snaps, id))
+		assert.Equal(t, jail.CopyTar, inspectSnap(t, dir, snaps, snap).Copy, "ext4 shares no blocks: a tar")
 		from := strings.TrimSpace(sessOK(t, dir, "create", "--snapshot-dir", snaps, "--workspace-dir", ws, "--from", snap))
 		assert.Equal(t, "kept\n", sessOK(t, dir, "get", from, "/workspace/f", "-"))
 		assert.Equal(t, filepath.Join(ws, from), inspect(t, dir, from).Workspace.HostDir)
