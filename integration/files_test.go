@@ -481,6 +481,11 @@ func TestSessionSnapshotRestoreFork(t *testing.T) {
 	// path, out of /workspace): the snapshot keeps them, restore puts
 	// them back as they were.
 	ok("exec", id, "--", "sh", "-c", "mkdir d && echo one > d/f && ln -s d/f l && chmod 600 d/f && ln -s /etc/hostname d/abs && ln -s ../../etc d/up")
+	// tmpfs has user.* extended attributes from Linux 6.6: kept.
+	xattrs := kernelAtLeast(t, 6, 6)
+	if xattrs {
+		ok("exec", id, "--", "python3", "-c", "import os; os.setxattr('d/f', 'user.k', b'v')")
+	}
 	var snap jail.SnapshotInfo
 	require.NoError(t, json.Unmarshal([]byte(ok("snapshot", "--json", "--name", "first", id)), &snap))
 	assert.Equal(t, jail.SnapshotSchema, snap.Schema)
@@ -527,6 +532,9 @@ func TestSessionSnapshotRestoreFork(t *testing.T) {
 		require.Empty(t, f.Error)
 		defer sess(t, dir, "rm", f.ID)
 		assert.Equal(t, "three\n", ok("exec", f.ID, "--", "cat", "d/f"), "a fork has the files of the moment of the call")
+		if xattrs && i == 0 {
+			assert.Equal(t, "v\n", ok("exec", f.ID, "--", "python3", "-c", "import os; print(os.getxattr('d/f', 'user.k').decode())"), "and their extended attributes")
+		}
 		ok("exec", f.ID, "--", "sh", "-c", fmt.Sprintf("echo fork%d > d/f", i))
 		assert.Equal(t, map[string]string{"k": "v"}, inspect(t, dir, f.ID).Labels)
 	}

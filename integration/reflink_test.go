@@ -60,7 +60,8 @@ func usedBytes(t *testing.T, p string) int64 {
 // copied with reflinks, from the host, while the session is frozen: the
 // snapshot's 100 MiB file takes no new blocks, and the copy holds the
 // tree as it was (a symlink out of the workspace copied as a link, never
-// followed, a read-only directory); a session made from it (cloned the
+// followed, a read-only directory, user.* extended attributes); a
+// session made from it (cloned the
 // same way, before it starts), a restore and the export have the same
 // files; removing it leaves nothing. On the
 // root's ext4 (TestSessionDirWorkspace) the copy is a tar.
@@ -80,7 +81,8 @@ func TestSnapshotReflink(t *testing.T) {
 	// No project quota on this kernel's xfs: the size is not enforced.
 	id := strings.TrimSpace(ok("create", "--workspace", "dir:400M", "--allow-unenforced", "--rlimit", "fsize=unlimited"))
 	defer s("rm", id)
-	ok("exec", id, "--", "sh", "-c", "head -c 104857600 /dev/urandom > big && mkdir -p d/e && echo small > d/e/f && ln -s /etc/shadow d/link && chmod 500 d/e && sha256sum big > sum")
+	ok("exec", id, "--", "sh", "-c", "head -c 104857600 /dev/urandom > big && mkdir -p d/e && echo small > d/e/f && ln -s /etc/shadow d/link && "+
+		`python3 -c "import os; os.setxattr('d/e/f', 'user.k', b'v'); os.setxattr('d', 'user.d', b'dv')" && chmod 500 d/e && sha256sum big > sum`)
 	sum := ok("exec", id, "--", "cat", "sum")
 	before := usedBytes(t, fs)
 	var snap jail.SnapshotInfo
@@ -102,6 +104,7 @@ func TestSnapshotReflink(t *testing.T) {
 		t.Helper()
 		assert.Equal(t, sum, ok("exec", id, "--", "sh", "-c", "sha256sum big"))
 		assert.Equal(t, "small\n/etc/shadow\n", ok("exec", id, "--", "sh", "-c", "cat d/e/f; readlink d/link"))
+		assert.Equal(t, "v dv\n", ok("exec", id, "--", "python3", "-c", "import os; print(os.getxattr('d/e/f', 'user.k').decode(), os.getxattr('d', 'user.d').decode())"), "extended attributes kept")
 	}
 	// A session made from it is cloned too, from the host, before it
 	// starts: its 100 MiB take no new blocks either.

@@ -13,7 +13,8 @@ import (
 // directory dst (both opened by the caller) with reflinks: each regular
 // file's blocks are shared (FICLONE), not copied, so the copy takes time
 // by the number of files, not their size. Directories, regular files and
-// symlinks are copied with their modes, owners and times; FIFOs, sockets
+// symlinks are copied with their modes, owners and times (and the first
+// two with their user.* extended attributes, see keptXattr); FIFOs, sockets
 // and devices are left out and returned. Nothing is followed: every name
 // is opened beneath its directory with O_NOFOLLOW, symlinks are copied as
 // links, and a file that is not one by the time it is opened fails the
@@ -85,6 +86,15 @@ func (c *cloner) dir(sfd, dfd int, p string) error {
 				unix.Close(ss)
 				return newError("open", np, err)
 			}
+			x, err := userXattrs(ss)
+			if err == nil {
+				err = setXattrs(ds, x)
+			}
+			if err != nil {
+				unix.Close(ss)
+				unix.Close(ds)
+				return newError("xattr", np, err)
+			}
 			if err := c.dir(ss, ds, np); err != nil {
 				return err
 			}
@@ -135,11 +145,24 @@ func (c *cloner) file(sfd, dfd int, n, np string) error {
 	if err := unix.IoctlFileClone(out, in); err != nil {
 		return newError("reflink", np, err)
 	}
+	if err := copyXattrs(in, out); err != nil {
+		return newError("xattr", np, err)
+	}
 	if err := setMeta(out, "", &st, false); err != nil {
 		return newError("chmod", np, err)
 	}
 	c.bytes += st.Size
 	return nil
+}
+
+// copyXattrs gives the file to the extended attributes of from that a
+// copy keeps.
+func copyXattrs(from, to int) error {
+	x, err := userXattrs(from)
+	if err == nil {
+		err = setXattrs(to, x)
+	}
+	return err
 }
 
 // setMeta gives the file fd (or the directory name in fd, with dir) the

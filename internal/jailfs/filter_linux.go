@@ -30,7 +30,8 @@ var allowed = []uintptr{
 	unix.SYS_MKDIRAT, unix.SYS_UNLINKAT, unix.SYS_RENAMEAT, unix.SYS_RENAMEAT2, unix.SYS_LINKAT,
 	unix.SYS_SYMLINKAT, unix.SYS_READLINKAT, unix.SYS_FCHMOD, unix.SYS_UTIMENSAT, unix.SYS_FSYNC,
 	unix.SYS_FDATASYNC, unix.SYS_SYNCFS, unix.SYS_FSTATFS, unix.SYS_COPY_FILE_RANGE, unix.SYS_SPLICE,
-	unix.SYS_SENDFILE, unix.SYS_FGETXATTR, // an overlay's opaque directories (ArchiveLayers)
+	unix.SYS_SENDFILE,
+	unix.SYS_FGETXATTR, unix.SYS_FLISTXATTR, unix.SYS_FSETXATTR, // user.* attributes kept in a copy; an overlay's opaque directories
 }
 
 // Return values of the filter (seccomp(2)).

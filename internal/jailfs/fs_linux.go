@@ -296,6 +296,8 @@ type fileOpts struct {
 	sync bool
 	// mtime, if set, is the file's modification time.
 	mtime time.Time
+	// xattrs are extended attributes the file gets (keptXattr).
+	xattrs map[string]string
 }
 
 // writeFile writes src to an unnamed file in dfd and links it in at name,
@@ -320,6 +322,9 @@ func writeFile(dfd int, name, jailPath string, src io.Reader, o fileOpts) (int64
 		}
 	}
 	n, err := copyData(fdFile(fd), src)
+	if err == nil {
+		err = wrap("setxattr", jailPath, setXattrs(fd, o.xattrs))
+	}
 	if err == nil {
 		err = wrap("chmod", jailPath, unix.Fchmod(fd, o.mode)) // the umask took bits off
 	}

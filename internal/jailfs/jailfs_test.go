@@ -470,3 +470,43 @@ func TestExtractKeepLinks(t *testing.T) {
 	b, _ := os.ReadFile(canary)
 	assert.Equal(t, "host secret", string(b))
 }
+
+// TestXattrsKept: an archive keeps a file's and a directory's user.*
+// extended attributes as PAX records, and unpacking gives them back; an
+// overlay's own (user.overlay.*) are not carried.
+func TestXattrsKept(t *testing.T) {
+	r, dir, _ := newRoot(t)
+	src := filepath.Join(dir, "src")
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "d"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "d", "f"), []byte("x"), 0o644))
+	if err := unix.Setxattr(filepath.Join(src, "d", "f"), "user.k", []byte("file value"), 0); err != nil {
+		t.Skipf("no user xattrs on %s: %v", dir, err) // tmpfs before Linux 6.6
+	}
+	require.NoError(t, unix.Setxattr(filepath.Join(src, "d"), "user.dir", []byte("dir value"), 0))
+	require.NoError(t, unix.Setxattr(filepath.Join(src, "d", "f"), "user.overlay.origin", []byte("layer"), 0))
+
+	var out bytes.Buffer
+	_, _, err := r.Archive("/src", &out)
+	require.NoError(t, err)
+	recs := map[string]map[string]string{}
+	tr := tar.NewReader(bytes.NewReader(out.Bytes()))
+	for h, err := tr.Next(); err != io.EOF; h, err = tr.Next() {
+		require.NoError(t, err)
+		recs[h.Name] = h.PAXRecords
+	}
+	assert.Equal(t, "file value", recs["d/f"]["SCHILY.xattr.user.k"])
+	assert.Equal(t, "dir value", recs["d/"]["SCHILY.xattr.user.dir"])
+	assert.NotContains(t, recs["d/f"], "SCHILY.xattr.user.overlay.origin")
+
+	_, _, err = r.Extract("/dst", bytes.NewReader(out.Bytes()), ExtractOptions{Mkdir: true})
+	require.NoError(t, err)
+	buf := make([]byte, 64)
+	n, err := unix.Getxattr(filepath.Join(dir, "dst", "d", "f"), "user.k", buf)
+	require.NoError(t, err)
+	assert.Equal(t, "file value", string(buf[:n]))
+	n, err = unix.Getxattr(filepath.Join(dir, "dst", "d"), "user.dir", buf)
+	require.NoError(t, err)
+	assert.Equal(t, "dir value", string(buf[:n]))
+	_, err = unix.Getxattr(filepath.Join(dir, "dst", "d", "f"), "user.overlay.origin", buf)
+	assert.ErrorIs(t, err, unix.ENODATA)
+}

@@ -141,9 +141,10 @@ func (c *countReader) Read(p []byte) (int, error) {
 // dirTimes is a directory whose mode and times are set once everything
 // in it is unpacked: a read-only directory would refuse its own entries.
 type dirTimes struct {
-	name  string
-	mode  uint32
-	mtime time.Time
+	name   string
+	mode   uint32
+	mtime  time.Time
+	xattrs map[string]string
 }
 
 // extractWith unpacks src beneath r; special, when not nil, sees each
@@ -185,7 +186,10 @@ func (r *Root) extractWith(src io.Reader, dest string, keepLinks bool, special f
 		if err != nil {
 			return n, newError("open", d.name, err)
 		}
-		err = unix.Fchmod(fd, d.mode)
+		err = setXattrs(fd, d.xattrs)
+		if err == nil {
+			err = unix.Fchmod(fd, d.mode)
+		}
 		if err == nil && !d.mtime.IsZero() {
 			err = unix.UtimesNanoAt(fd, "", times(d.mtime), unix.AT_EMPTY_PATH)
 		}
@@ -208,7 +212,7 @@ func (r *Root) extractOne(tr *tar.Reader, hdr *tar.Header, name string, keepLink
 	perm := uint32(hdr.Mode) & 0o777
 	if name == "" {
 		if hdr.Typeflag == tar.TypeDir {
-			*dirs = append(*dirs, dirTimes{"", perm | 0o700, hdr.ModTime})
+			*dirs = append(*dirs, dirTimes{"", perm | 0o700, hdr.ModTime, tarXattrs(hdr)})
 			return nil
 		}
 		return &Error{Op: "tar entry", Path: hdr.Name, Errno: unix.EINVAL, Message: "names the destination itself"}
@@ -253,12 +257,12 @@ func (r *Root) extractOne(tr *tar.Reader, hdr *tar.Header, name string, keepLink
 		} else if err != nil {
 			return newError("mkdir", name, err)
 		}
-		*dirs = append(*dirs, dirTimes{name, perm, hdr.ModTime})
+		*dirs = append(*dirs, dirTimes{name, perm, hdr.ModTime, tarXattrs(hdr)})
 	case tar.TypeReg, tar.TypeRegA:
 		if err := replaceableByTar(pfd, base, name); err != nil {
 			return err
 		}
-		w, err := writeFile(pfd, base, name, tr, fileOpts{mode: perm, mtime: hdr.ModTime})
+		w, err := writeFile(pfd, base, name, tr, fileOpts{mode: perm, mtime: hdr.ModTime, xattrs: tarXattrs(hdr)})
 		if err != nil {
 			return err
 		}
@@ -442,14 +446,20 @@ func (a *archiver) dir(fd int, prefix, jailPath string) error {
 		}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
-			if err := a.tw.WriteHeader(header(name+"/", &st, tar.TypeDir)); err != nil {
-				return newError("write", p, err)
-			}
-			a.n++
 			sub, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
 				return newError("open", p, err)
 			}
+			h := header(name+"/", &st, tar.TypeDir)
+			if err := addXattrs(h, sub); err != nil {
+				unix.Close(sub)
+				return newError("listxattr", p, err)
+			}
+			if err := a.tw.WriteHeader(h); err != nil {
+				unix.Close(sub)
+				return newError("write", p, err)
+			}
+			a.n++
 			if err := a.opaque(sub, name+"/", p, &st); err != nil {
 				unix.Close(sub)
 				return err
@@ -492,6 +502,9 @@ func (a *archiver) dir(fd int, prefix, jailPath string) error {
 func (a *archiver) file(fd int, name, jailPath string, st *unix.Stat_t) error {
 	h := header(name, st, tar.TypeReg)
 	h.Size = st.Size
+	if err := addXattrs(h, fd); err != nil {
+		return newError("listxattr", jailPath, err)
+	}
 	if err := a.tw.WriteHeader(h); err != nil {
 		return newError("write", jailPath, err)
 	}
