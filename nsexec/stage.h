@@ -6,7 +6,6 @@
 #define JAIL_STAGE_H
 
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
