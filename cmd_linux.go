@@ -90,7 +90,7 @@ func currentHost() hostFacts {
 	h := hostCache // the maps are shared: the planner only reads them
 	h.euid, h.egid = os.Geteuid(), os.Getegid()
 	h.userStack = netns.UserStack
-	h.overlay = overlayKernel
+	h.overlay, h.private = overlayKernel, privateEntries
 	h.rlimitHard = map[string]uint64{} // per call: a process may lower its limits at any time
 	for _, d := range DefaultRlimits {
 		var lim unix.Rlimit
@@ -105,7 +105,7 @@ func currentHost() hostFacts {
 // (jail's own: /usr, /dev/null, the attach point...), refusing symlinks as
 // for the caller's, and returns every source in number order; the child
 // inherits them after the cgroup files. The caller closes them.
-func (l *launch) openSources() (_ []*os.File, retErr error) {
+func (l *launch) openSources() ([]*os.File, error) {
 	files := make([]*os.File, 0, len(l.sources))
 	var idmap *os.File // the id map of the trees: made once, for the first
 	defer func() {

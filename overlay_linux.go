@@ -3,7 +3,10 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +40,11 @@ func (l *launch) treeIDMap() (*os.File, error) {
 	if !ok {
 		return nil, errors.New("the overlay's id map: the workload's ids have no host ids")
 	}
+	// The tracer, and the parent-death signal's parent, is this OS
+	// thread: were it to exit, the tracee would run on, as root in the
+	// new namespace, until killed.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{"jail:idmap"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(uid), Size: 1}},
@@ -98,6 +106,59 @@ func idmappedTree(src, idmap *os.File, attr uint64) (*os.File, error) {
 		return nil, &os.PathError{Op: "mount_setattr (id map)", Path: src.Name(), Err: err}
 	}
 	return os.NewFile(uintptr(fd), src.Name()), nil
+}
+
+// privateEntries returns the paths below the host directories dirs that
+// the overlay's id map would let the workload read, list or run and that
+// the host keeps from it: the map makes uid and gid 0 the workload's, so
+// an entry owned by uid 0 whose owner has a read or search bit "other"
+// lacks (a 0600 key, a 0700 directory), or by gid 0 with such a group
+// bit, would open to it. Each is masked (rootfs.Overlay.Hidden); below a
+// hidden directory nothing more is looked at. Symlinks are not followed.
+// It walks every entry: about 0.3 s for Debian's /usr of 150,000 entries
+// in the page cache, seconds when it is cold.
+func privateEntries(dirs []string) ([]rootfs.HiddenPath, error) {
+	var out []rootfs.HiddenPath
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err // a directory even root cannot read: refuse, never guess
+			}
+			if p == dir || d.Type()&fs.ModeSymlink != 0 {
+				return nil
+			}
+			var st unix.Stat_t
+			if err := unix.Lstat(p, &st); err != nil {
+				if err == unix.ENOENT {
+					return nil
+				}
+				return &os.PathError{Op: "lstat", Path: p, Err: err}
+			}
+			if !exposedByIDMap(st.Mode, st.Uid, st.Gid) {
+				return nil
+			}
+			isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+			out = append(out, rootfs.HiddenPath{Path: p, Dir: isDir})
+			if isDir {
+				return filepath.SkipDir
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// exposedByIDMap says whether an entry of mode, uid and gid opens to the
+// workload under an id map that makes 0 its ids: its owner (uid 0) or
+// group (gid 0) may read or search where others may not. Write bits do
+// not matter: writes go to the upper layer.
+func exposedByIDMap(mode, uid, gid uint32) bool {
+	const rx = 5
+	other := mode & rx
+	return uid == 0 && (mode>>6)&rx&^other != 0 || gid == 0 && (mode>>3)&rx&^other != 0
 }
 
 // overlayKernel says why this kernel cannot have an overlay workspace

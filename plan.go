@@ -57,6 +57,9 @@ type hostFacts struct {
 	// overlay says why this kernel cannot have an overlay workspace, nil
 	// if it can; asked only for one. A nil func: not on this platform.
 	overlay func() error
+	// private returns what an overlay's id map would expose below the
+	// host directories dirs (privateEntries); asked only for an overlay.
+	private func(dirs []string) ([]rootfs.HiddenPath, error)
 }
 
 // launch is a complete, validated plan for one run: what the parent passes
@@ -278,7 +281,11 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		if err := overlayAllowed(h); err != nil {
 			return nil, err
 		}
-		cfg.Overlay = &rootfs.Overlay{SizeBytes: s.overlayBytes, Workspace: WorkspacePath}
+		hidden, err := h.private(rootfs.OverlayDirs(h.fs))
+		if err != nil {
+			return nil, &InitError{Step: "plan root", Err: fmt.Errorf("overlay workspace: looking for what its id map would expose: %w", err)}
+		}
+		cfg.Overlay = &rootfs.Overlay{SizeBytes: s.overlayBytes, Workspace: WorkspacePath, Hidden: hidden}
 	}
 	rp, err := rootfs.Build(cfg, h.fs)
 	if err != nil {
@@ -331,7 +338,7 @@ func overlayAllowed(h hostFacts) error {
 	if h.euid != 0 {
 		return &FeatureError{Feature: feature, Reason: "needs root: its lower layers are id-mapped mounts of the host's directories, which only the host's root may make; use --workspace tmpfs"}
 	}
-	if h.overlay == nil {
+	if h.overlay == nil || h.private == nil {
 		return &FeatureError{Feature: feature, Reason: "not on this platform"}
 	}
 	if err := h.overlay(); err != nil {

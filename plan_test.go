@@ -441,6 +441,11 @@ func TestNewLaunchOverlay(t *testing.T) {
 	h := testHost(0, 0)
 	h.fs.Exists = map[string]bool{"/usr": true, "/etc/ssl": true}
 	h.overlay = func() error { return nil }
+	var asked []string
+	h.private = func(dirs []string) ([]rootfs.HiddenPath, error) {
+		asked = dirs
+		return []rootfs.HiddenPath{{Path: "/usr/key"}, {Path: "/usr/private", Dir: true}}, nil
+	}
 	s, err := Workspace{Type: WorkspaceOverlay, SizeBytes: 8 << 20}.apply(Spec{Mounts: []mounts.Mount{{Type: mounts.ROBind, Source: "/usr", Target: "/opt/usr"}}}, "")
 	require.NoError(t, err)
 	assert.Equal(t, WorkspacePath, s.Cwd)
@@ -459,7 +464,15 @@ func TestNewLaunchOverlay(t *testing.T) {
 			assert.False(t, l.sources[m.Src-1].tree, "the caller's bind of /usr is a bind, not the overlay's tree")
 		}
 	}
-	assert.Equal(t, map[string]bool{"/usr": true, "/etc/ssl": true}, trees)
+	assert.Equal(t, map[string]bool{"/usr": true}, trees)
+	assert.Equal(t, []string{"/usr"}, asked, "what the id map would expose is looked for in the overlaid directories")
+	masks := map[string]bool{}
+	for _, m := range l.plan.Mounts {
+		if m.Target == "/usr/key" || m.Target == "/usr/private" {
+			masks[m.Target] = m.Attr&nsexec.AttrRdonly != 0
+		}
+	}
+	assert.Equal(t, map[string]bool{"/usr/key": true, "/usr/private": true}, masks, "masked read-only")
 	writable := false
 	for _, r := range l.plan.LandlockRules {
 		if r.Path == "/usr" && r.Access&uint64(landlock.WriteFile) != 0 {
@@ -480,6 +493,9 @@ func TestNewLaunchOverlay(t *testing.T) {
 		}(), "needs Linux 6.6"},
 		{testHost(0, 0), "not on this platform"},
 	} {
+		if tc.h.euid == 0 && tc.h.overlay != nil {
+			tc.h.private = h.private
+		}
 		_, err := newLaunch(&s, []string{"id"}, tc.h)
 		var fe *FeatureError
 		require.ErrorAs(t, err, &fe)
@@ -488,4 +504,31 @@ func TestNewLaunchOverlay(t *testing.T) {
 	}
 	_, err = Workspace{Type: WorkspaceOverlay}.apply(Spec{Root: "/srv/root"}, "")
 	assert.ErrorContains(t, err, "a root directory has none")
+	h.private = func([]string) ([]rootfs.HiddenPath, error) { return nil, errors.New("permission denied") }
+	_, err = newLaunch(&s, []string{"id"}, h)
+	assert.ErrorContains(t, err, "what its id map would expose", "fail closed: never an overlay it could not check")
+}
+
+// TestExposedByIDMap: what an id map making 0 the workload's would open
+// to it: read or search bits of a root owner or group beyond others'.
+func TestExposedByIDMap(t *testing.T) {
+	for _, tc := range []struct {
+		mode, uid, gid uint32
+		want           bool
+	}{
+		{0o644, 0, 0, false}, // world-readable
+		{0o755, 0, 0, false},
+		{0o600, 0, 0, true},   // a key
+		{0o640, 0, 103, true}, // root-owned, group ssl-cert
+		{0o710, 0, 103, true}, // a directory others cannot search
+		{0o4754, 0, 102, true},
+		{0o640, 105, 0, true},  // group root may read
+		{0o600, 105, 0, false}, // another user's: the map does not give it
+		{0o622, 0, 0, true},    // write bits do not matter, read ones do
+		{0o1777, 0, 0, false},  // /tmp-like
+		{0o711, 0, 0, true},    // listing, beyond search
+		{0o700, 1000, 1000, false},
+	} {
+		assert.Equal(t, tc.want, exposedByIDMap(tc.mode, tc.uid, tc.gid), "%o %d:%d", tc.mode, tc.uid, tc.gid)
+	}
 }

@@ -60,8 +60,8 @@ const (
 	// the session.
 	WorkspaceDir = "dir"
 	// WorkspaceOverlay is a writable root, as far as the host's files
-	// go: the directories the default root binds read-only from the host
-	// (/usr, /etc/ssl...) become overlays whose changes (the upper
+	// go: the system directories the default root binds read-only from
+	// the host (/usr; see rootfs.OverlayDirs) become overlays whose changes (the upper
 	// layers) and the workspace share one tmpfs, which counts against the
 	// memory limit as a tmpfs workspace does. The host's root-owned files
 	// show in them as the workload's own, so it can change any of them;
@@ -70,7 +70,10 @@ const (
 	// read at /.overlay. It needs root (only the host's root can make the
 	// id-mapped mounts the lower layers are) and Linux 6.6 (an overlay
 	// upper layer on tmpfs in a user namespace), and not a Spec.Root.
-	// Snapshots of it are not made yet: snapshot and fork refuse it.
+	// Entries the host's root keeps from others (a 0600 file, a 0700
+	// directory) would be the workload's through the id map: they are
+	// masked. /etc's binds stay read-only. A snapshot holds the
+	// overlays' changes besides the workspace.
 	WorkspaceOverlay = "overlay"
 	// WorkspaceNone is no workspace: the session has the Spec's mounts
 	// only.

@@ -46,6 +46,11 @@ func newUsrCanary(t *testing.T) *usrCanary {
 		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(d, name)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(d, name), []byte(data), 0o644))
 	}
+	// What the host's root keeps to itself: a 0600 file, and a 0700
+	// directory of a world-readable one.
+	require.NoError(t, os.WriteFile(filepath.Join(d, "secret"), []byte("root's secret\n"), 0o600))
+	require.NoError(t, os.Mkdir(filepath.Join(d, "private"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "private", "inner"), []byte("root's inner secret\n"), 0o644))
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	require.NoError(t, err)
 	t.Cleanup(func() { unix.Close(fd) })
@@ -88,7 +93,8 @@ func (c *usrCanary) unchanged(t *testing.T) {
 }
 
 // TestSessionOverlayWorkspace: an overlay session's /usr is writable by
-// its workload, which owns the host's root-owned files there, and every
+// its workload, which owns the host's root-owned files there (but for
+// those root keeps from others: masked), and every
 // change (write, chmod, delete, rename, an opaque directory, a new file)
 // stays in the session's tmpfs: the host's /usr is never changed. The
 // layers cannot be written but through the overlays, the size holds,
@@ -122,6 +128,20 @@ func TestSessionOverlayWorkspace(t *testing.T) {
 	defer sess(t, dir, "rm", id)
 	c := newUsrCanary(t)
 	cd := c.dir
+	// The canary is made after the session, so a new one sees its
+	// private files: the id map makes the host's root-owned files the
+	// workload's, and what root keeps from others is masked.
+	sess(t, dir, "rm", id)
+	r = s("create", "--workspace", "overlay:32M")
+	require.Equal(t, 0, r.code, r.stderr)
+	id = strings.TrimSpace(r.stdout)
+	defer sess(t, dir, "rm", id)
+	r = s("exec", id, "--", "sh", "-c", fmt.Sprintf("cat %[1]s/secret %[1]s/private/inner; ls %[1]s/private; cat /etc/ssl/private/*", cd))
+	assert.NotEqual(t, 0, r.code)
+	assert.NotContains(t, r.stdout, "secret", "a file the host's root keeps to itself stays its own")
+	assert.Contains(t, r.stderr, "Permission denied")
+	r = s("exec", id, "--", "sh", "-c", fmt.Sprintf("rm -rf %[1]s/private %[1]s/secret; echo x > %[1]s/secret", cd))
+	assert.NotEqual(t, 0, r.code, "a mask cannot be removed or written through")
 
 	// The kernel's view: overlays on /usr, the layers read-only at
 	// /.overlay, the host's root-owned files the workload's own.
@@ -146,7 +166,7 @@ echo changed >> canary; chmod 600 canary; rm gone; mv mv mv2; echo new > new
 rm -r sub; mkdir sub; echo only > sub/only
 echo '#!/bin/sh' > /usr/bin/jail-it-new; chmod +x /usr/bin/jail-it-new
 echo ws > /workspace/w`, cd))
-	want := "host file\nchanged\n600\ncanary\nmv2\nnew\nsub\nonly\nws\n"
+	want := "host file\nchanged\n600\ncanary\nmv2\nnew\nprivate\nsecret\nsub\nonly\nws\n"
 	tree := func(id string) string {
 		return ok("exec", id, "--", "sh", "-c", fmt.Sprintf("cd %s; cat canary; stat -c %%a canary; ls; ls sub; cat /workspace/w; test -x /usr/bin/jail-it-new", cd))
 	}

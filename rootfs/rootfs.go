@@ -48,8 +48,8 @@ type Config struct {
 	Overlay *Overlay
 }
 
-// Overlay makes each directory the default root binds from the host
-// (/usr, /etc/ssl...) an overlay: its lower layer is the host directory
+// Overlay makes each system directory the default root binds from the
+// host (/usr, see [OverlayDirs]) an overlay: its lower layer is the host directory
 // through an id map that shows the host's root-owned files as the
 // workload's (a detached mount only the parent can make:
 // [nsexec.OpTree]); its upper and work directories are on one tmpfs of
@@ -61,6 +61,32 @@ type Config struct {
 type Overlay struct {
 	SizeBytes int64
 	Workspace string
+	// Hidden are the host paths below the overlaid directories that the
+	// id map would give the workload to read and the host keeps from it
+	// (see [OverlayDirs]): each is masked in the jail, a directory by an
+	// empty read-only tmpfs, a file by /dev/null.
+	Hidden []HiddenPath
+}
+
+// HiddenPath is a host path an overlay masks; Dir says it is a directory.
+type HiddenPath struct {
+	Path string
+	Dir  bool
+}
+
+// OverlayDirs returns the host directories an [Overlay] makes writable
+// on host h: the system directories the default root binds (/usr, and
+// /lib... where they are not symlinks). /etc's binds (TLS roots and
+// private keys among them) stay read-only binds.
+
+func OverlayDirs(h Host) []string {
+	var out []string
+	for _, d := range systemDirs {
+		if _, link := h.Links[d]; !link && h.Exists[d] {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // OverlayKernel says why a kernel of this release (as `uname -r`) cannot
@@ -181,6 +207,19 @@ func Build(c Config, h Host) (Plan, error) {
 		add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: work, Mode: 0o755})
 		add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpLayers, FSType: "overlay", Target: d, Attr: safe,
 			Data: nsexec.FSOptions("lowerdir="+d, "upperdir="+upper, "workdir="+work, "userxattr")})
+		for _, hp := range c.Overlay.Hidden {
+			if !strings.HasPrefix(hp.Path, d+"/") {
+				continue
+			}
+			if hp.Dir {
+				add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpOptional, FSType: "tmpfs", Target: hp.Path, Attr: ro | nsexec.AttrNoexec,
+					Data: nsexec.FSOptions("size=0", "mode=0")})
+			} else {
+				m := maskOp(hp.Path)
+				m.Attr |= nsexec.AttrNodev
+				add(m)
+			}
+		}
 	}
 	if c.Dir == "" {
 		p.Root = nsexec.Mount{Kind: nsexec.OpFS, FSType: "tmpfs", Target: "/", Attr: safe,
@@ -203,7 +242,7 @@ func Build(c Config, h Host) (Plan, error) {
 			if link, ok := h.Links[e]; ok {
 				add(nsexec.Mount{Kind: nsexec.OpSymlink, Target: e, Data: []byte(link)})
 			} else if h.Exists[e] {
-				system(e, h.IsFile(e))
+				add(bindOp(e, e, ro, h.IsFile(e)))
 			}
 		}
 	} else {
