@@ -446,6 +446,10 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 			return fmt.Errorf("session %s: ending its commands: %w", s.id, err)
 		}
 	}
+	if len(st.Layers) > 0 && st.CgroupName == "" {
+		// Its commands could not all be killed first.
+		return fmt.Errorf("session %s has an overlay workspace and no cgroup to end its commands with: %w", s.id, ErrNotSupported)
+	}
 	if len(st.Layers) > 0 {
 		// Undoing a change to a host file takes its copy out of the
 		// upper layer, which an overlay does not allow while mounted:
@@ -499,7 +503,7 @@ func (s *Session) resetLayers(dir string) error {
 	n, err := ctl.Read(b[:])
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, unix.EAGAIN):
-		return fmt.Errorf("session %s: its PID 1 does not make its overlays again (the session was made by an older jail): %w", s.id, ErrNotSupported)
+		return fmt.Errorf("session %s: its PID 1 did not answer in 120 s (a session made by a jail older than this, or a PID 1 that is stuck): the session may be unusable: remove it: %w", s.id, ErrNotSupported)
 	case err != nil || n != 1:
 		return fmt.Errorf("session %s: control socket: no answer (%v): %w", s.id, err, ErrNotRunning)
 	case b[0] != '1':

@@ -224,7 +224,8 @@ echo ws > /workspace/w`, cd))
 	// snapshot's are back; a command that was running is gone.
 	ok("exec", id, "--", "sh", "-c", fmt.Sprintf(`set -e; cd %s
 echo after >> mv2; rm new; echo later > later; rm -r /usr/share/common-licenses; rm /usr/bin/jail-it-new; rm /workspace/w
-for d in $(seq 40); do mkdir -p /usr/local/deep/$d/a/b/c; for f in $(seq 30); do echo $f > /usr/local/deep/$d/a/b/c/$f; done; done`, cd))
+for d in $(seq 40); do mkdir -p /usr/local/deep/$d/a/b/c; for f in $(seq 30); do echo $f > /usr/local/deep/$d/a/b/c/$f; done; done
+mkdir -p /usr/local/deepest/$(seq -s / 300)`, cd))
 	marker, script := sleepMarker(60)
 	bg := jailCmd(context.Background(), "session", "exec", "--state-dir", dir, id, "--", "sh", "-c", script)
 	require.NoError(t, bg.Start())
@@ -234,7 +235,12 @@ for d in $(seq 40); do mkdir -p /usr/local/deep/$d/a/b/c; for f in $(seq 30); do
 	requireGone(t, marker)
 	assert.Equal(t, want, tree(id))
 	assert.Equal(t, "to be renamed\n", ok("exec", id, "--", "cat", cd+"/mv2"))
-	assert.Equal(t, "gone\n", ok("exec", id, "--", "sh", "-c", "test -e /usr/local/deep || echo gone"), "1,200 files in 160 directories of the upper layer emptied")
+	assert.Equal(t, "gone\n", ok("exec", id, "--", "sh", "-c", "test -e /usr/local/deep || test -e /usr/local/deepest || echo gone"),
+		"1,200 files in 160 directories, and 300 nested directories, of the upper layer gone")
+	// The upper layer was moved aside in one rename: what could not be
+	// removed after (nested deeper than PID 1 goes) stays there, in the
+	// session's own space, and the restore went on.
+	assert.Contains(t, ok("exec", id, "--", "ls", "/.overlay/upper"), "usr.old0")
 	host, err := os.ReadFile("/usr/share/common-licenses/GPL-3")
 	require.NoError(t, err)
 	assert.Equal(t, string(host), ok("exec", id, "--", "cat", "/usr/share/common-licenses/GPL-3"), "a host directory removed after the snapshot is back")

@@ -520,9 +520,11 @@ int remount_root_ro(struct plan *p)
  * so the directory is read again from its start after each, until it
  * reads empty. */
 static char dents[4096];
-__attribute__((cold)) static int clear_tree(int dfd)
+#define CLEAR_DEPTH 128 /* deeper, clear_tree gives up (ELOOP): each level holds a descriptor */
+__attribute__((cold)) static int clear_tree(int dfd, int depth)
 {
 	int r = 0;
+	if (depth > CLEAR_DEPTH) { close(dfd); errno = ELOOP; return -1; }
 	for (int again = 1; r == 0 && again;) {
 		again = 0;
 		long n = lseek(dfd, 0, SEEK_SET) < 0 ? -1 : syscall(SYS_getdents64, dfd, dents, sizeof dents);
@@ -545,7 +547,7 @@ __attribute__((cold)) static int clear_tree(int dfd)
 			size_t len = strlen(name);
 			if (sub < 0 || len >= sizeof keep) { r = -1; if (sub >= 0) close(sub); break; }
 			memcpy(keep, name, len + 1); /* the buffer is the subdirectory's now */
-			if (clear_tree(sub) < 0 || unlinkat(dfd, keep, AT_REMOVEDIR) < 0) r = -1;
+			if (clear_tree(sub, depth + 1) < 0 || unlinkat(dfd, keep, AT_REMOVEDIR) < 0) r = -1;
 			break; /* read this directory again */
 		}
 	}
@@ -553,6 +555,42 @@ __attribute__((cold)) static int clear_tree(int dfd)
 	close(dfd);
 	errno = e;
 	return r;
+}
+
+/* set_aside moves the directory path (a layer's upper or work directory)
+ * aside, to the first free name path.oldK in *old (its last element), and
+ * makes path again, empty, 0755, as the plan made it. The move is one
+ * rename whatever the directory holds. */
+__attribute__((cold)) static int set_aside(const char *path, char old[static 300])
+{
+	char buf[4096];
+	const char *name;
+	int dfd = parent_dir(path, buf, sizeof buf, &name), r = -1;
+	if (dfd < 0) return -1;
+	errno = EEXIST;
+	for (int k = 0; r < 0 && errno == EEXIST && k < 100; k++) {
+		if (snprintf(old, 300, "%s.old%d", name, k) >= 300) { errno = ENAMETOOLONG; break; }
+		r = (int)syscall(SYS_renameat2, dfd, name, dfd, old, RENAME_NOREPLACE);
+	}
+	if (r == 0 && mkdirat(dfd, name, 0755) < 0) r = -1;
+	int e = errno;
+	close(dfd);
+	errno = e;
+	return r;
+}
+
+/* drop_aside removes what set_aside moved aside for path, best effort: a
+ * tree the workload nested deeper than clear_tree goes stays there (in
+ * the session's own space, read-only to it). */
+__attribute__((cold)) static void drop_aside(const char *path, const char *old)
+{
+	char buf[4096];
+	const char *name;
+	int dfd = parent_dir(path, buf, sizeof buf, &name);
+	if (dfd < 0) return;
+	int sub = openat(dfd, old, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub >= 0 && clear_tree(sub, 0) == 0) (void)unlinkat(dfd, old, AT_REMOVEDIR);
+	close(dfd);
 }
 
 /* layer_dir returns the value of option key (upperdir, workdir) of an
@@ -597,9 +635,11 @@ __attribute__((cold)) static int set_ro(const char *path, int on)
  * OPF_LAYERS) again with empty upper and work directories, for a
  * session's restore: the parent has killed every process that could hold
  * a file of the old ones. The old overlay is detached (and gone once
- * nothing holds it); its layers' file system, read-only at its own mount
- * point, is writable while they are emptied. In the order of the plan,
- * with the same options as at the start. */
+ * nothing holds it); its directories are moved aside and made again, the
+ * new overlay mounted, and what was moved aside removed, best effort;
+ * the layers' file system, read-only at its own mount point, is writable
+ * meanwhile. In the order of the plan, with the same options as at the
+ * start. */
 __attribute__((cold)) int reset_layers(struct plan *p)
 {
 	int r = 0;
@@ -610,10 +650,8 @@ __attribute__((cold)) int reset_layers(struct plan *p)
 		if (m->kind != OP_FS || !(m->flags & OPF_LAYERS) || !upper || !work) continue;
 		const char *lm = layers_mount(p, upper);
 		if (umount2(m->target, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 || set_ro(lm, 0) < 0) { r = -1; break; }
-		for (int k = 0; r == 0 && k < 2; k++) {
-			int dfd = open_in_root(k ? work : upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
-			if (dfd < 0 || clear_tree(dfd) < 0) r = -1;
-		}
+		char old_upper[300], old_work[300];
+		if (set_aside(upper, old_upper) < 0 || set_aside(work, old_work) < 0) r = -1;
 		/* The new overlay takes its upper layer's mount writable, as
 		 * at the start, and keeps its own: read-only again after. */
 		int fd = r < 0 ? -1 : fs_mount(m), tfd = fd < 0 ? -1 : open_in_root(m->target, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0);
@@ -621,6 +659,10 @@ __attribute__((cold)) int reset_layers(struct plan *p)
 		int e = errno;
 		if (fd >= 0) close(fd);
 		if (tfd >= 0) close(tfd);
+		if (r == 0) {
+			drop_aside(upper, old_upper);
+			drop_aside(work, old_work);
+		}
 		if (set_ro(lm, 1) < 0 && r == 0) r = -1, e = errno;
 		errno = e;
 	}

@@ -65,6 +65,9 @@ struct mount_attr { uint64_t attr_set, attr_clr, propagation, userns_fd; };
 #ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
 #define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5) /* Linux 5.19 */
 #endif
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0) /* renameat2, Linux 3.15 */
+#endif
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41) /* Linux 4.13 */
 #endif

@@ -107,19 +107,41 @@ func (c *cloner) dir(sfd, dfd int, p string) error {
 				return err
 			}
 		case unix.S_IFLNK:
-			if err := unix.Symlinkat(readlink(sfd, n), dfd, n); err != nil {
-				return newError("symlink", np, err)
+			if err := c.link(sfd, dfd, n, np, &st); err != nil {
+				return err
 			}
-			if err := unix.Fchownat(dfd, n, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return newError("chown", np, err)
-			}
-			_ = unix.UtimesNanoAt(dfd, n, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
 		default:
 			c.skipped = append(c.skipped, np)
 			continue
 		}
 		c.n++
 	}
+	return nil
+}
+
+// link copies the symlink n of sfd to dfd. Its owner and times are set
+// through a descriptor of the link made, checked to be one: dst may be a
+// directory another host user can write to (a new dir workspace, the
+// workload's host id's), who could put a hard link to a file of root's
+// in its place between the two calls, and a chown by name would change
+// that file.
+func (c *cloner) link(sfd, dfd int, n, np string, st *unix.Stat_t) error {
+	if err := unix.Symlinkat(readlink(sfd, n), dfd, n); err != nil {
+		return newError("symlink", np, err)
+	}
+	fd, err := unix.Openat(dfd, n, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return newError("open", np, err)
+	}
+	defer unix.Close(fd)
+	var made unix.Stat_t
+	if err := unix.Fstat(fd, &made); err != nil || made.Mode&unix.S_IFMT != unix.S_IFLNK {
+		return &Error{Op: "symlink", Path: np, Errno: unix.EEXIST, Message: "replaced while copied"}
+	}
+	if err := unix.Fchownat(fd, "", int(st.Uid), int(st.Gid), unix.AT_EMPTY_PATH); err != nil {
+		return newError("chown", np, err)
+	}
+	_ = unix.UtimesNanoAt(fd, "", []unix.Timespec{st.Atim, st.Mtim}, unix.AT_EMPTY_PATH) // a link's times, where the kernel sets them this way
 	return nil
 }
 
