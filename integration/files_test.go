@@ -151,12 +151,12 @@ func newCanary(t *testing.T) *canary {
 	return &canary{path: p, fd: fd}
 }
 
-// untouched checks nothing opened, read or changed the canary or its
-// directory since it was made.
-func (c *canary) untouched(t *testing.T) {
+// inotifyEvents reads what the inotify descriptor fd (non-blocking) has
+// seen since it was last read, one "MASK NAME" string per event.
+func inotifyEvents(t *testing.T, fd int) []string {
 	t.Helper()
 	buf := make([]byte, 4096)
-	n, err := unix.Read(c.fd, buf)
+	n, err := unix.Read(fd, buf)
 	if err == unix.EAGAIN {
 		n = 0
 	} else {
@@ -170,7 +170,14 @@ func (c *canary) untouched(t *testing.T) {
 		events = append(events, fmt.Sprintf("%#x %s", mask, name))
 		off += unix.SizeofInotifyEvent + l
 	}
-	assert.Empty(t, events, "the host canary was reached")
+	return events
+}
+
+// untouched checks nothing opened, read or changed the canary or its
+// directory since it was made.
+func (c *canary) untouched(t *testing.T) {
+	t.Helper()
+	assert.Empty(t, inotifyEvents(t, c.fd), "the host canary was reached")
 	b, err := os.ReadFile(c.path)
 	require.NoError(t, err)
 	assert.Equal(t, "host secret\n", string(b))

@@ -3,7 +3,6 @@ package integration
 import (
 	"archive/tar"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -37,12 +36,16 @@ type usrCanary struct {
 	fd  int
 }
 
+// usrCanaryFiles are the canary's world-readable files of root's, by
+// name, and what they hold.
+var usrCanaryFiles = map[string]string{"canary": "host file\n", "gone": "to be deleted\n", "mv": "to be renamed\n", "sub/old": "hidden by an opaque directory\n"}
+
 func newUsrCanary(t *testing.T) *usrCanary {
 	d, err := os.MkdirTemp("/usr/local/share", "jail-it-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(d) })
 	require.NoError(t, os.Chmod(d, 0o755))
-	for name, data := range map[string]string{"canary": "host file\n", "gone": "to be deleted\n", "mv": "to be renamed\n", "sub/old": "hidden by an opaque directory\n"} {
+	for name, data := range usrCanaryFiles {
 		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(d, name)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(d, name), []byte(data), 0o644))
 	}
@@ -65,21 +68,8 @@ func newUsrCanary(t *testing.T) *usrCanary {
 // the host's /usr/bin, since it was made.
 func (c *usrCanary) unchanged(t *testing.T) {
 	t.Helper()
-	buf := make([]byte, 4096)
-	n, err := unix.Read(c.fd, buf)
-	if err == unix.EAGAIN {
-		n = 0
-	} else {
-		require.NoError(t, err)
-	}
-	var events []string
-	for off := 0; off+unix.SizeofInotifyEvent <= n; {
-		mask, l := binary.NativeEndian.Uint32(buf[off+4:]), int(binary.NativeEndian.Uint32(buf[off+12:]))
-		events = append(events, fmt.Sprintf("%#x %s", mask, strings.TrimRight(string(buf[off+unix.SizeofInotifyEvent:off+unix.SizeofInotifyEvent+l]), "\x00")))
-		off += unix.SizeofInotifyEvent + l
-	}
-	assert.Empty(t, events, "the host's /usr was changed")
-	for name, data := range map[string]string{"canary": "host file\n", "gone": "to be deleted\n", "mv": "to be renamed\n", "sub/old": "hidden by an opaque directory\n"} {
+	assert.Empty(t, inotifyEvents(t, c.fd), "the host's /usr was changed")
+	for name, data := range usrCanaryFiles {
 		b, err := os.ReadFile(filepath.Join(c.dir, name))
 		require.NoError(t, err)
 		assert.Equal(t, data, string(b), name)
@@ -88,7 +78,7 @@ func (c *usrCanary) unchanged(t *testing.T) {
 		assert.EqualValues(t, 0o644, st.Mode&0o7777, name)
 		assert.EqualValues(t, 0, st.Uid, name)
 	}
-	_, err = os.Lstat("/usr/bin/jail-it-new")
+	_, err := os.Lstat("/usr/bin/jail-it-new")
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }
 

@@ -22,7 +22,8 @@ func loopXFS(t *testing.T, size int64) string {
 	t.Helper()
 	d := hostDir(t)
 	img, mnt := filepath.Join(d, "xfs.img"), filepath.Join(d, "xfs")
-	require.NoError(t, os.Truncate(createEmpty(t, img), size))
+	require.NoError(t, os.WriteFile(img, nil, 0o600))
+	require.NoError(t, os.Truncate(img, size))
 	out, err := exec.Command("mkfs.xfs", "-q", "-m", "reflink=1", img).CombinedOutput()
 	require.NoError(t, err, "mkfs.xfs (xfsprogs): %s", out)
 	require.NoError(t, os.Mkdir(mnt, 0o755))
@@ -35,13 +36,6 @@ func loopXFS(t *testing.T, size int64) string {
 	})
 	require.NoError(t, os.Chmod(mnt, 0o755))
 	return mnt
-}
-
-func createEmpty(t *testing.T, p string) string {
-	f, err := os.Create(p)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-	return p
 }
 
 // usedBytes is what the file system at p uses, once what was written is
