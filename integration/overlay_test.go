@@ -171,6 +171,17 @@ echo ws > /workspace/w`, cd))
 	assert.Contains(t, r.stderr, "Read-only file system")
 	r = s("exec", id, "--", "sh", "-c", "umount /usr || umount -l /usr")
 	assert.NotEqual(t, 0, r.code)
+	// Nor can it reach PID 1's control socket, which would have it
+	// make the overlays again (CTL_RESET_LAYERS): not through PID 1's
+	// descriptors, not at its path in the host's state directory.
+	r = s("exec", id, "--", "sh", "-c", "ls /proc/1/fd")
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.stderr, "Permission denied")
+	ctl := filepath.Join(dir, id, "ctl.sock")
+	_, err := os.Stat(ctl)
+	require.NoError(t, err, "the control socket, on the host")
+	r = s("exec", id, "--", "sh", "-c", "ls "+ctl)
+	assert.NotEqual(t, 0, r.code, "the host's state directory is not in the jail")
 	r = s("exec", id, "--", "sh", "-c", "head -c 40000000 /dev/zero > /usr/big")
 	assert.NotEqual(t, 0, r.code)
 	assert.Contains(t, r.stderr, "No space left on device")
