@@ -507,7 +507,7 @@ func (s *Session) resetLayers(dir string) error {
 	case err != nil || n != 1:
 		return fmt.Errorf("session %s: control socket: no answer (%v): %w", s.id, err, ErrNotRunning)
 	case b[0] != '1':
-		return fmt.Errorf("session %s: its PID 1 could not make its overlays again, and the session is unusable: remove it", s.id)
+		return fmt.Errorf("session %s: its PID 1 could not make its overlays again (with every mount the plan put on them), and ended the session: %w", s.id, ErrNotRunning)
 	}
 	return nil
 }

@@ -122,7 +122,14 @@ func TestSessionOverlayWorkspace(t *testing.T) {
 	// private files: the id map makes the host's root-owned files the
 	// workload's, and what root keeps from others is masked.
 	sess(t, dir, "rm", id)
-	r = s("create", "--workspace", "overlay:32M")
+	// And a bind of the Spec's below an overlay, which every overlay of
+	// this session, new or made again, has.
+	bsrc := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(bsrc), 0o755)) // the test's own directory, 0700
+	require.NoError(t, os.Chmod(bsrc, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bsrc, "b"), []byte("bound\n"), 0o644))
+	const bound = "/usr/local/lib/jail-it-bind"
+	r = s("create", "--workspace", "overlay:32M", "--ro-bind", bsrc+":"+bound)
 	require.Equal(t, 0, r.code, r.stderr)
 	id = strings.TrimSpace(r.stdout)
 	defer sess(t, dir, "rm", id)
@@ -202,6 +209,7 @@ echo ws > /workspace/w`, cd))
 	from := strings.TrimSpace(ok("create", "--from", snap.ID))
 	defer sess(t, dir, "rm", from)
 	assert.Equal(t, want, tree(from))
+	assert.Equal(t, "bound\n", ok("exec", from, "--", "cat", bound+"/b"))
 	var fork struct {
 		Forks []struct{ ID, Error string } `json:"forks"`
 	}
@@ -247,6 +255,14 @@ mkdir -p /usr/local/deepest/$(seq -s / 300)`, cd))
 	assert.Equal(t, string(host), ok("exec", id, "--", "cat", "/usr/share/common-licenses/GPL-3"), "a host directory removed after the snapshot is back")
 	mi = ok("exec", id, "--", "cat", "/proc/self/mountinfo")
 	assert.Equal(t, 1, strings.Count(mi, " /usr rw,"), "one overlay on /usr, the new one: %s", mi)
+	// What the plan mounted below /usr is on the new overlay as on the
+	// old: the masks (without them, the id map would show the host's
+	// private files) and the Spec's bind.
+	r = s("exec", id, "--", "sh", "-c", fmt.Sprintf("cat %[1]s/secret; ls %[1]s/private", cd))
+	assert.NotEqual(t, 0, r.code)
+	assert.NotContains(t, r.stdout, "secret", "a restore keeps what the host's root keeps to itself masked")
+	assert.Equal(t, 2, strings.Count(r.stderr, "Permission denied"), r.stderr)
+	assert.Equal(t, "bound\n", ok("exec", id, "--", "cat", bound+"/b"))
 	ok("exec", id, "--", "sh", "-c", "echo again > /usr/bin/jail-it-again")
 	r = s("exec", id, "--", "sh", "-c", "echo x > /.overlay/upper/usr/x")
 	assert.Contains(t, r.stderr, "Read-only file system", "the layers are read-only again")

@@ -479,6 +479,7 @@ int apply_mounts(struct plan *p)
 		struct mount_op *m = &p->mounts[i];
 		if (!makes_new(m)) drop_new_dir();
 		int r = apply_op(p, m), e = errno;
+		m->applied = r == 0;
 		if (m->tree_fd >= 0) { close(m->tree_fd); m->tree_fd = -1; } /* not consumed: the op failed or was skipped */
 		if (r < 0) {
 			failed_op = (int)i;
@@ -631,6 +632,71 @@ __attribute__((cold)) static int set_ro(const char *path, int on)
 	return r;
 }
 
+/* The mounts the plan made below one overlay, kept by keep_submounts
+ * across its reset: a detached recursive clone of each and its op. */
+#define MAX_KEPT 256
+static int kept_fd[MAX_KEPT];
+static const struct mount_op *kept_op[MAX_KEPT];
+
+__attribute__((cold)) static void drop_kept(int n)
+{
+	while (n > 0) close(kept_fd[--n]);
+}
+
+/* keep_submounts clones what the ops after overlay op i mounted below its
+ * target: the masks of the host's private files (rootfs.Overlay.Hidden)
+ * and any bind the Spec put there. Detaching the overlay takes them with
+ * it, and the new one must have them before anyone can look: without its
+ * masks, the id map would show the host's root-private files to the
+ * workload. Each is cloned where it is visible now, with every mount
+ * below it (AT_RECURSIVE) and the attributes it has; an op whose target
+ * lies below one already kept comes with that one. It returns how many
+ * it kept (in kept_fd, kept_op), or -1. */
+__attribute__((cold)) static int keep_submounts(const struct plan *p, size_t i)
+{
+	const char *t = p->mounts[i].target;
+	size_t tl = strlen(t);
+	int n = 0;
+	for (size_t j = i + 1; j < p->nmounts; j++) {
+		const struct mount_op *m = &p->mounts[j];
+		if ((m->kind != OP_BIND && m->kind != OP_FS) || !m->applied || strncmp(m->target, t, tl) != 0) continue;
+		if (m->target[tl] == 0) { drop_kept(n); errno = EBUSY; return -1; } /* on the overlay itself: the plan never does this */
+		if (m->target[tl] != '/') continue;
+		int covered = 0;
+		for (int k = 0; k < n && !covered; k++) {
+			size_t kl = strlen(kept_op[k]->target);
+			covered = strncmp(m->target, kept_op[k]->target, kl) == 0 && (m->target[kl] == 0 || m->target[kl] == '/');
+		}
+		if (covered) continue;
+		if (n == MAX_KEPT) { drop_kept(n); errno = E2BIG; return -1; }
+		int fd = open_in_root(m->target, O_PATH, 0);
+		kept_fd[n] = fd < 0 ? -1 : clone_tree(fd);
+		if (fd >= 0) { int e = errno; close(fd); errno = e; }
+		if (kept_fd[n] < 0) { drop_kept(n); return -1; }
+		kept_op[n++] = m;
+	}
+	return n;
+}
+
+/* put_back_kept mounts the n mounts keep_submounts kept on their targets
+ * in the new overlay, making a target its op made (OPF_CREATE) again; a
+ * target an optional op masks that is gone (removed from the host since)
+ * needs no mask. It closes every kept descriptor. */
+__attribute__((cold)) static int put_back_kept(int n)
+{
+	int r = 0;
+	for (int k = 0; r == 0 && k < n; k++) {
+		struct mount_op m = *kept_op[k];
+		m.flags &= (uint8_t)~OPF_NEW; /* looked up, and made by path if missing */
+		int tfd = open_target(&m);
+		if (tfd < 0 && errno == ENOENT && (m.flags & (OPF_OPTIONAL | OPF_CREATE)) == OPF_OPTIONAL) continue;
+		if (tfd < 0 || sys_move_mount(kept_fd[k], "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) r = -1;
+		if (tfd >= 0) { int e = errno; close(tfd); errno = e; }
+	}
+	{ int e = errno; drop_kept(n); errno = e; }
+	return r;
+}
+
 /* reset_layers makes each overlay of the plan (an OP_FS op with
  * OPF_LAYERS) again with empty upper and work directories, for a
  * session's restore: the parent has killed every process that could hold
@@ -639,7 +705,10 @@ __attribute__((cold)) static int set_ro(const char *path, int on)
  * new overlay mounted, and what was moved aside removed, best effort;
  * the layers' file system, read-only at its own mount point, is writable
  * meanwhile. In the order of the plan, with the same options as at the
- * start. */
+ * start; what the plan mounted below an overlay (keep_submounts) is on
+ * the new one before its layers' file system is read-only again. On
+ * failure, the caller ends the session: an overlay may have been left
+ * without its masks. */
 __attribute__((cold)) int reset_layers(struct plan *p)
 {
 	int r = 0;
@@ -649,7 +718,9 @@ __attribute__((cold)) int reset_layers(struct plan *p)
 		const char *upper = layer_dir(m, "upperdir"), *work = layer_dir(m, "workdir");
 		if (m->kind != OP_FS || !(m->flags & OPF_LAYERS) || !upper || !work) continue;
 		const char *lm = layers_mount(p, upper);
-		if (umount2(m->target, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 || set_ro(lm, 0) < 0) { r = -1; break; }
+		int kept = keep_submounts(p, i);
+		if (kept < 0) { r = -1; break; }
+		if (umount2(m->target, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 || set_ro(lm, 0) < 0) { drop_kept(kept); r = -1; break; }
 		char old_upper[300], old_work[300];
 		if (set_aside(upper, old_upper) < 0 || set_aside(work, old_work) < 0) r = -1;
 		/* The new overlay takes its upper layer's mount writable, as
@@ -659,6 +730,8 @@ __attribute__((cold)) int reset_layers(struct plan *p)
 		int e = errno;
 		if (fd >= 0) close(fd);
 		if (tfd >= 0) close(tfd);
+		if (r == 0 && put_back_kept(kept) < 0) r = -1, e = errno;
+		else if (r < 0) drop_kept(kept);
 		if (r == 0) {
 			drop_aside(upper, old_upper);
 			drop_aside(work, old_work);

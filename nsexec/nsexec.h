@@ -81,6 +81,7 @@ enum { OP_BIND = 1, OP_FS, OP_MKDIR, OP_FILE, OP_SYMLINK, OP_SETATTR };
 
 struct mount_op {
 	uint8_t kind, flags;
+	uint8_t applied; /* set once apply_mounts has carried the op out (not skipped) */
 	uint32_t mode;
 	uint64_t attr; /* MOUNT_ATTR_* to set */
 	uint32_t src;  /* the host source (SOURCE_FD) of a bind from the host; 0: none */
@@ -137,7 +138,8 @@ struct plan {
 /* A CTL_RESET_LAYERS packet (the byte alone) has PID 1 make the plan's
  * overlays again with empty upper layers (reset_layers): a restore, once
  * the parent has killed every process of the session. PID 1 answers "1"
- * when it is done, "0" when it failed (the session is then unusable). */
+ * when it is done, "0" when it failed, and then ends the session: an
+ * overlay may be left without the masks the plan put on it. */
 #define CTL_RESET_LAYERS 'L'
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */

@@ -76,7 +76,12 @@ int session_loop(struct plan *p)
 				continue;
 			}
 			if (n == 1 && b[0] == CTL_RESET_LAYERS) {
-				(void)send(conns[i], reset_layers(p) == 0 ? "1" : "0", 1, MSG_NOSIGNAL);
+				int ok = reset_layers(p) == 0;
+				(void)send(conns[i], ok ? "1" : "0", 1, MSG_NOSIGNAL);
+				/* An overlay made again without every mask the plan put
+				 * on it would show the host's private files: the
+				 * session ends (fail closed). */
+				if (!ok) _exit(1);
 				continue;
 			}
 			if (n > 0) continue; /* nothing else is said on it */

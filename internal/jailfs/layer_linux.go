@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -124,7 +125,7 @@ func (r *Root) ApplyLayer(clean string, src io.Reader, layers []string, commit f
 	dst := &Root{fd: dfd, resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
 	defer dst.Close()
 	cr := &countReader{r: src}
-	entries, err = dst.extractWith(cr, clean, true, func(name string) (bool, error) { return dst.layerOp(roots, name) })
+	entries, err = dst.extractWith(cr, clean, true, func(hdr *tar.Header, name string) (bool, error) { return dst.layerOp(roots, hdr, name) })
 	if err != nil {
 		return entries, cr.n, err
 	}
@@ -144,8 +145,11 @@ func (r *Root) ApplyLayer(clean string, src io.Reader, layers []string, commit f
 
 // layerOp checks that entry name lies in one of the layers' roots and
 // carries it out if it is a whiteout or an opaque marker, reporting
-// whether it was one.
-func (r *Root) layerOp(roots []string, name string) (bool, error) {
+// whether it was one. A directory that is the root of a mount below a
+// layer's (a mask, a bind or tmpfs of the Spec: the upper layer holds
+// the mount point the plan made) is left as the mount has it, and also
+// reported done.
+func (r *Root) layerOp(roots []string, hdr *tar.Header, name string) (bool, error) {
 	in := false
 	for _, root := range roots {
 		in = in || strings.HasPrefix(name, root)
@@ -155,7 +159,10 @@ func (r *Root) layerOp(roots []string, name string) (bool, error) {
 	}
 	dir, base := path.Split(name)
 	if !strings.HasPrefix(base, whiteoutPrefix) {
-		return false, nil
+		if hdr.Typeflag != tar.TypeDir || slices.Contains(roots, name+"/") {
+			return false, nil
+		}
+		return r.mountRoot(dir, base)
 	}
 	dfd, err := r.openat2(strings.TrimSuffix(dir, "/"), unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err == unix.ENOENT {
@@ -182,4 +189,27 @@ func (r *Root) layerOp(roots []string, name string) (bool, error) {
 		return true, removeAll(dfd, gone, "/"+dir+gone)
 	}
 	return true, wrap("unlink", "/"+dir+gone, unix.Unlinkat(dfd, gone, 0))
+}
+
+// mountRoot reports whether dir/base (dir relative to r, with its
+// trailing slash) is the root of a mount; false if it does not exist.
+func (r *Root) mountRoot(dir, base string) (bool, error) {
+	dfd, err := r.openat2(strings.TrimSuffix(dir, "/"), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err == unix.ENOENT {
+		return false, nil
+	}
+	if err != nil {
+		return false, newError("open", dir, err)
+	}
+	defer unix.Close(dfd)
+	var stx unix.Statx_t
+	switch err := unix.Statx(dfd, base, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE, &stx); {
+	case err == unix.ENOENT:
+		return false, nil
+	case err != nil:
+		return false, newError("statx", dir+base, err)
+	case stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0:
+		return false, newError("statx", dir+base, unix.ENOSYS) // Linux 5.8; an overlay workspace needs 6.6
+	}
+	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
 }

@@ -148,9 +148,9 @@ type dirTimes struct {
 }
 
 // extractWith unpacks src beneath r; special, when not nil, sees each
-// entry's name first and may carry it out itself (reporting true) or
-// refuse it.
-func (r *Root) extractWith(src io.Reader, dest string, keepLinks bool, special func(name string) (bool, error)) (int64, error) {
+// entry first (its header and cleaned name) and may carry it out itself
+// (reporting true) or refuse it.
+func (r *Root) extractWith(src io.Reader, dest string, keepLinks bool, special func(hdr *tar.Header, name string) (bool, error)) (int64, error) {
 	tr := tar.NewReader(src)
 	var dirs []dirTimes
 	var n int64
@@ -167,7 +167,7 @@ func (r *Root) extractWith(src io.Reader, dest string, keepLinks bool, special f
 			return n, &Error{Op: "tar entry", Path: hdr.Name, Errno: unix.EINVAL, Message: err.Error()}
 		}
 		if special != nil {
-			if done, err := special(name); err != nil {
+			if done, err := special(hdr, name); err != nil {
 				return n, err
 			} else if done {
 				n++
