@@ -40,6 +40,12 @@ func (l *launch) treeIDMap() (*os.File, error) {
 	if !ok {
 		return nil, errors.New("the overlay's id map: the workload's ids have no host ids")
 	}
+	return idMapUserns(uid, gid)
+}
+
+// idMapUserns returns a new user namespace that maps 0 to host uid and
+// gid, made as treeIDMap says.
+func idMapUserns(uid, gid uint32) (*os.File, error) {
 	// The tracer, and the parent-death signal's parent, is this OS
 	// thread: were it to exit, the tracee would run on, as root in the
 	// new namespace, until killed.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path"
 
 	"github.com/jailrt/jail/landlock"
 	"github.com/jailrt/jail/netns"
@@ -286,6 +287,15 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 			return nil, &InitError{Step: "plan root", Err: fmt.Errorf("overlay workspace: looking for what its id map would expose: %w", err)}
 		}
 		cfg.Overlay = &rootfs.Overlay{SizeBytes: s.overlayBytes, Workspace: WorkspacePath, Hidden: hidden}
+		if s.overlayTree != "" {
+			cfg.Overlay.Lowers = map[string]string{}
+			for _, d := range rootfs.OverlayDirs(h.fs) {
+				// One the host gained since the snapshot has none.
+				if _, err := os.Lstat(path.Join(s.overlayTree, d)); err == nil {
+					cfg.Overlay.Lowers[d] = path.Join(s.overlayTree, d)
+				}
+			}
+		}
 	}
 	rp, err := rootfs.Build(cfg, h.fs)
 	if err != nil {

@@ -374,6 +374,15 @@ type sessionState struct {
 	NetMark  uint32 `json:"net_mark,omitempty"`
 	// Layers are an overlay workspace's overlays, by target ("/usr").
 	Layers []string `json:"layers,omitempty"`
+	// LowerSlots: each overlay has a mount point for a snapshot's layer
+	// tree (rootfs.Overlay), where a restore puts one; a session made
+	// before there were any has not, and is restored by copy.
+	LowerSlots bool `json:"lower_slots,omitempty"`
+	// LowerTree is the layer tree of the snapshot the overlays have as a
+	// lower layer (made from, or restored to), and LowerMark the record
+	// in that snapshot that says so (see useSnapshot).
+	LowerTree string `json:"lower_tree,omitempty"`
+	LowerMark string `json:"lower_mark,omitempty"`
 }
 
 const sessionStateSchema = "jail.session-state/v1"

@@ -236,9 +236,15 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 	if err != nil {
 		return nil, err
 	}
+	if from != nil {
+		spec.overlayTree = from.lowerTree
+	}
 	c := &Cmd{ctx: ctx, Spec: spec, Args: []string{"session"}, HelperPath: m.HelperPath, Logger: m.Logger, started: true}
 	st := sessionState{Schema: sessionStateSchema, ID: ss.ID, Labels: ss.Labels, TTL: ss.TTL, IdleTimeout: ss.IdleTimeout,
 		Workspace: ss.Workspace, WorkspaceDir: wdir, Parent: parent, Spec: spec}
+	if from != nil {
+		st.LowerTree = from.lowerTree
+	}
 	var files []*os.File
 	var ctl *os.File
 	var handed *netns.Egress // the network handed to PID 1
@@ -276,6 +282,18 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 				from.ws = nil
 			}
 			return err
+		}},
+		{name: "snapshot's layer tree", do: func() (err error) {
+			// Recorded in the snapshot first: it is not removed while
+			// the session has its tree as a lower layer.
+			if st.LowerTree != "" {
+				st.LowerMark, err = useSnapshot(from.sdir, base, st.ID)
+			}
+			return err
+		}, undo: func() {
+			if st.LowerMark != "" {
+				_ = os.Remove(st.LowerMark)
+			}
 		}},
 		{name: "open host sources", do: func() error {
 			sources, err := c.l.openSources()
@@ -356,6 +374,14 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			for _, m := range c.l.plan.Mounts {
 				if m.Kind == nsexec.OpFS && m.FSType == "overlay" {
 					st.Layers = append(st.Layers, m.Target)
+					st.LowerSlots = true
+				}
+			}
+			if from != nil {
+				for _, l := range from.layers {
+					if !slices.Contains(st.Layers, l) {
+						return fmt.Errorf("snapshot %s holds changes of %s, which is no overlay here now", from.id, l)
+					}
 				}
 			}
 			st.Creating = from != nil // until the snapshot's files are all in
@@ -383,9 +409,6 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 		var err error
 		if from.ws != nil {
 			_, err = s.fileOpHeld(ctx, &heldSession{dir, &st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: WorkspacePath, KeepLinks: true}, from.ws, nil)
-		}
-		if err == nil && from.layer != nil {
-			_, err = s.fileOpHeld(ctx, &heldSession{dir, &st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: "/", Layers: st.Layers}, from.layer, nil)
 		}
 		if err == nil {
 			st.Creating = false

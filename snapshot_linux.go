@@ -112,7 +112,7 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 	}()
 	var layerOut *os.File
 	if len(st.Layers) > 0 {
-		if layerOut, err = os.OpenFile(filepath.Join(sdir, layerFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600); err != nil {
+		if layerOut, err = os.OpenFile(filepath.Join(sdir, layerFile), os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600); err != nil {
 			return nil, err
 		}
 		defer layerOut.Close()
@@ -183,7 +183,9 @@ func (s *Session) Snapshot(ctx context.Context, name string) (_ *SnapshotInfo, r
 		return nil, err
 	}
 	if layerOut != nil {
-		if err := layerOut.Sync(); err != nil {
+		// The changes, over those of the session's own lower layer, as
+		// the tree the sessions made from this one have as theirs.
+		if err := buildLayerTree(sdir, st.LowerTree, st.Layers, layerOut); err != nil {
 			return nil, err
 		}
 	}
@@ -330,11 +332,29 @@ func (m *Sessions) SnapshotInfo(id string) (*SnapshotInfo, error) {
 }
 
 // RemoveSnapshot removes snapshot id. Sessions made from it are not
-// touched: they have their own copy.
+// touched: they have their own copy of its workspace. A snapshot of an
+// overlay workspace whose layer tree a session that is up has as its
+// overlays' lower layer (made from it, or restored to it) is refused,
+// with an error wrapping ErrBusy that names the sessions.
 func (m *Sessions) RemoveSnapshot(id string) error {
-	sdir, _, err := m.snapshot(id)
+	sdir, meta, err := m.snapshot(id)
 	if err != nil {
 		return err
+	}
+	lock, err := lockFile(sdir, unix.LOCK_EX, true, false)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if lock != nil {
+		defer lock.Close()
+	}
+	users, err := snapshotUsers(sdir)
+	if err != nil {
+		return err
+	}
+	if len(users) > 0 {
+		return fmt.Errorf("snapshot %s is the lower layer of the overlays of session %s: remove it, or restore it to another snapshot, first: %w",
+			meta.ID, strings.Join(users, ", "), ErrBusy)
 	}
 	return jailfs.RemoveTree(sdir) // a reflinked tree may hold read-only directories
 }
@@ -356,12 +376,7 @@ func (m *Sessions) ExportSnapshot(id string, w io.Writer) error {
 	defer f.Close()
 	tw := tar.NewWriter(w)
 	if len(meta.Layers) > 0 {
-		lf, err := os.Open(filepath.Join(sdir, layerFile))
-		if err != nil {
-			return err
-		}
-		defer lf.Close()
-		if err := copyTar(tw, tar.NewReader(lf), "", id); err != nil {
+		if err := exportLayers(tw, sdir, meta); err != nil {
 			return err
 		}
 	}
@@ -372,6 +387,32 @@ func (m *Sessions) ExportSnapshot(id string, w io.Writer) error {
 		return err
 	}
 	return tw.Close()
+}
+
+// exportLayers writes the overlays' changes of snapshot sdir to tw as
+// image layer entries: its layer tree read as one, or, for a snapshot
+// taken before snapshots had one, its layer file.
+func exportLayers(tw *tar.Writer, sdir string, meta *snapshotMeta) error {
+	t, err := openDirNoFollow(filepath.Join(sdir, layerTreeDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		lf, err := os.Open(filepath.Join(sdir, layerFile))
+		if err != nil {
+			return err
+		}
+		defer lf.Close()
+		return copyTar(tw, tar.NewReader(lf), "", meta.ID)
+	}
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		_, _, err := jailfs.ArchiveLayerTree(t, meta.Layers, pw)
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	return copyTar(tw, tar.NewReader(pr), "", meta.ID)
 }
 
 // copyTar copies the entries of tr to tw, their names (and hard links'
@@ -451,19 +492,10 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 		return fmt.Errorf("session %s has an overlay workspace and no cgroup to end its commands with: %w", s.id, ErrNotSupported)
 	}
 	if len(st.Layers) > 0 {
-		// Undoing a change to a host file takes its copy out of the
-		// upper layer, which an overlay does not allow while mounted:
-		// PID 1 makes the overlays again, empty, and the snapshot's
-		// changes are applied through them.
-		if err := s.resetLayers(dir); err != nil {
+		if err := s.restoreLayers(ctx, dir, st, sdir, meta); err != nil {
 			return err
 		}
-		lf, err := os.Open(filepath.Join(sdir, layerFile))
-		if err != nil {
-			return err
-		}
-		defer lf.Close()
-		if _, err := s.fileOpHeld(ctx, &heldSession{dir, st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: "/", Layers: st.Layers}, lf, nil); err != nil {
+		if err := writeState(dir, st); err != nil { // the lower layer it has now
 			return err
 		}
 	}
@@ -484,10 +516,66 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 	return nil
 }
 
+// restoreLayers brings the overlays of session st back to snapshot sdir:
+// undoing a change to a host file takes its copy out of the upper layer,
+// which an overlay does not allow while mounted, so PID 1 makes the
+// overlays again with empty upper layers, and the snapshot's layer tree
+// as their lower layer: nothing is copied. A session made before
+// overlays had a place for one gets the tree's changes applied through
+// its new overlays instead, as files. The caller holds the lock and has
+// ended every command; st is updated, not written.
+func (s *Session) restoreLayers(ctx context.Context, dir string, st *sessionState, sdir string, meta *snapshotMeta) error {
+	tree, err := layerTree(sdir, meta)
+	if err != nil {
+		return err
+	}
+	if !st.LowerSlots {
+		if err := s.resetLayers(dir, nil); err != nil {
+			return err
+		}
+		t, err := openDirNoFollow(tree)
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		pr, pw := io.Pipe()
+		go func() {
+			_, _, err := jailfs.ArchiveLayerTree(t, st.Layers, pw)
+			pw.CloseWithError(err)
+		}()
+		defer pr.Close()
+		_, err = s.fileOpHeld(ctx, &heldSession{dir, st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: "/", Layers: st.Layers}, pr, nil)
+		return err
+	}
+	mark, err := useSnapshot(sdir, filepath.Dir(dir), s.id)
+	if err != nil {
+		return err
+	}
+	trees, err := lowerTrees(tree, st.Layers, st)
+	if err == nil {
+		err = s.resetLayers(dir, trees)
+		closeAll(trees)
+	}
+	if err != nil {
+		if mark != st.LowerMark {
+			_ = os.Remove(mark)
+		}
+		return err
+	}
+	if st.LowerMark != "" && st.LowerMark != mark {
+		if err := os.Remove(st.LowerMark); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.m.log().Warn("restore: the record in the snapshot restored from", "err", err)
+		}
+	}
+	st.LowerTree, st.LowerMark = tree, mark
+	return nil
+}
+
 // resetLayers has the session's PID 1 make its overlays again with empty
-// upper layers (nsexec.ResetLayers). The caller holds the lock and has
+// upper layers, and trees (one per overlay, or none) as their snapshot
+// lower layers (nsexec.ResetLayers). The caller holds the lock and has
 // ended every command.
-func (s *Session) resetLayers(dir string) error {
+func (s *Session) resetLayers(dir string, trees []*os.File) error {
 	ctl, err := dialControl(filepath.Join(dir, "ctl.sock"))
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.id, err)
@@ -496,7 +584,15 @@ func (s *Session) resetLayers(dir string) error {
 	// Emptying the upper layers takes as long as their files: more than
 	// dialControl's 5 s for a big tree.
 	_ = unix.SetsockoptTimeval(int(ctl.Fd()), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 120})
-	if _, err := ctl.Write(nsexec.ResetLayers()); err != nil {
+	var oob []byte
+	if len(trees) > 0 {
+		fds := make([]int, len(trees))
+		for i, t := range trees {
+			fds[i] = int(t.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	if err := unix.Sendmsg(int(ctl.Fd()), nsexec.ResetLayers(), oob, nil, 0); err != nil {
 		return fmt.Errorf("session %s: control socket: %w", s.id, err)
 	}
 	var b [1]byte // dialControl set a receive timeout
@@ -536,20 +632,18 @@ func (s *Session) Fork(ctx context.Context, n int) (*SnapshotInfo, []ForkResult,
 // snapshotFiles is what a session made from a snapshot is given: its
 // workspace as a tar stream, the directory of its reflinked copy (for a
 // clone into a new dir workspace, "" when it has none), and its
-// overlays' layer (nil when it has none).
+// overlays' layer tree ("" when it has none), with the overlays it is of.
 type snapshotFiles struct {
-	ws    io.ReadCloser
-	tree  string
-	layer *os.File
-	id    string
+	ws        io.ReadCloser
+	tree      string
+	lowerTree string
+	layers    []string
+	sdir, id  string
 }
 
 func (f *snapshotFiles) close() {
 	if f.ws != nil {
 		f.ws.Close()
-	}
-	if f.layer != nil {
-		f.layer.Close()
 	}
 }
 
@@ -564,18 +658,17 @@ func (m *Sessions) fromSnapshot(ss *SessionSpec) (*snapshotFiles, error) {
 		return nil, &SpecError{Field: "from", Value: ss.From, Err: errors.New("a session made from a snapshot has the snapshot's spec and workspace: give neither")}
 	}
 	ss.Spec, ss.Workspace = meta.Spec, meta.Workspace
-	f := &snapshotFiles{id: meta.ID}
+	f := &snapshotFiles{id: meta.ID, sdir: sdir, layers: meta.Layers}
+	if len(meta.Layers) > 0 {
+		if f.lowerTree, err = layerTree(sdir, meta); err != nil {
+			return nil, err
+		}
+	}
 	if f.ws, err = workspaceArchive(sdir, meta); err != nil {
 		return nil, err
 	}
 	if meta.Copy == CopyReflink {
 		f.tree = filepath.Join(sdir, "workspace")
-	}
-	if len(meta.Layers) > 0 {
-		if f.layer, err = os.Open(filepath.Join(sdir, layerFile)); err != nil {
-			f.ws.Close()
-			return nil, err
-		}
 	}
 	return f, nil
 }

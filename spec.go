@@ -168,6 +168,10 @@ type Spec struct {
 	// (rootfs.Overlay). Not a Spec field of its own: the session's
 	// Workspace says it, and carries it to forks and restores.
 	overlayBytes int64
+	// overlayTree, for a session made from a snapshot of an overlay
+	// workspace, is the snapshot's layer tree: each overlay's second
+	// lower layer is its directory for that overlay.
+	overlayTree string
 }
 
 // Rlimit is a setrlimit(2) resource limit.

@@ -3,6 +3,7 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -178,10 +179,17 @@ func clearQuota(fd int, id uint32) error {
 }
 
 // removeWorkspace removes a dir workspace and its quota, if the state
-// names one jail made (isWorkspace). Its files are the jail's: a symlink
+// names one jail made (isWorkspace), and the session's record in the
+// snapshot whose layer tree it has as a lower layer. Its files are the jail's: a symlink
 // is removed, never walked, and a directory the workload made read-only
 // is made writable to be emptied.
 func removeWorkspace(st *sessionState) error {
+	if st.LowerMark != "" {
+		// The snapshot whose tree it had as a lower layer may go now.
+		if err := os.Remove(st.LowerMark); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
 	if st.WorkspaceDir == "" {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -210,6 +211,38 @@ echo ws > /workspace/w`, cd))
 	defer sess(t, dir, "rm", from)
 	assert.Equal(t, want, tree(from))
 	assert.Equal(t, "bound\n", ok("exec", from, "--", "cat", bound+"/b"))
+	// Nothing was copied: the snapshot's layer tree is the overlay's
+	// lower layer as it is, read-only and id-mapped, and the new upper
+	// layer is empty.
+	lowerMount := func(id string) string {
+		t.Helper()
+		for _, l := range strings.Split(ok("exec", id, "--", "cat", "/proc/self/mountinfo"), "\n") {
+			if f := strings.Fields(l); len(f) > 5 && f[4] == "/.overlay/lower/usr" {
+				return l
+			}
+		}
+		return ""
+	}
+	treeOf := func(snap string) string { return filepath.Join(snaps, snap, "layers", "usr") }
+	assert.Regexp(t, `^\S+ \S+ \S+ `+regexp.QuoteMeta(treeOf(snap.ID))+` /.overlay/lower/usr ro,nosuid,nodev,.*idmapped`, lowerMount(from))
+	assert.Equal(t, "0\n", ok("exec", from, "--", "sh", "-c", "find /.overlay/upper/usr -mindepth 1 | wc -l"))
+	// A snapshot of that session holds the tree's changes and its own,
+	// the former as hard links into the first tree: the first one can
+	// go once no session has it as a lower layer.
+	ok("exec", from, "--", "sh", "-c", fmt.Sprintf("echo second > %s/second", cd))
+	var snap2 jail.SnapshotInfo
+	require.NoError(t, json.Unmarshal([]byte(ok("snapshot", "--json", from)), &snap2))
+	var st1, st2 unix.Stat_t
+	require.NoError(t, unix.Lstat(filepath.Join(treeOf(snap.ID), strings.TrimPrefix(cd, "/usr/"), "canary"), &st1))
+	require.NoError(t, unix.Lstat(filepath.Join(treeOf(snap2.ID), strings.TrimPrefix(cd, "/usr/"), "canary"), &st2))
+	assert.Equal(t, st1.Ino, st2.Ino, "an unchanged entry is a hard link")
+	r = runJail(t, "snapshot", "rm", "--snapshot-dir", snaps, snap.ID)
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "is the lower layer of the overlays of session "+from)
+	from2 := strings.TrimSpace(ok("create", "--from", snap2.ID))
+	defer sess(t, dir, "rm", from2)
+	assert.Equal(t, "second\n", ok("exec", from2, "--", "cat", cd+"/second"))
+	assert.Equal(t, want, strings.Replace(tree(from2), "new\nprivate\nsecond\n", "new\nprivate\n", 1))
 	var fork struct {
 		Forks []struct{ ID, Error string } `json:"forks"`
 	}
@@ -266,6 +299,32 @@ mkdir -p /usr/local/deepest/$(seq -s / 300)`, cd))
 	ok("exec", id, "--", "sh", "-c", "echo again > /usr/bin/jail-it-again")
 	r = s("exec", id, "--", "sh", "-c", "echo x > /.overlay/upper/usr/x")
 	assert.Contains(t, r.stderr, "Read-only file system", "the layers are read-only again")
+	// The snapshot's tree is the lower layer now, nothing copied; and
+	// then another's, of another lineage, in its place.
+	assert.Contains(t, lowerMount(id), treeOf(snap.ID)+" /.overlay/lower/usr ro,")
+	ok("restore", id, snap2.ID)
+	assert.Equal(t, "second\n", ok("exec", id, "--", "cat", cd+"/second"))
+	assert.Contains(t, lowerMount(id), treeOf(snap2.ID)+" /.overlay/lower/usr ro,")
+	assert.Equal(t, 1, strings.Count(ok("exec", id, "--", "cat", "/proc/self/mountinfo"), " /.overlay/lower/usr "), "the first tree's mount is gone")
+	r = s("exec", id, "--", "sh", "-c", fmt.Sprintf("cat %[1]s/secret; ls %[1]s/private", cd))
+	assert.Equal(t, 2, strings.Count(r.stderr, "Permission denied"), r.stderr)
+	sess(t, dir, "rm", from)
+	runOK(t, "snapshot", "rm", "--snapshot-dir", snaps, snap.ID) // no session has its tree now
+
+	// A session made before overlays had a mount point for a tree (its
+	// state says so) is restored by copying the tree's changes in.
+	old := strings.TrimSpace(ok("create", "--workspace", "overlay:32M", "--ro-bind", bsrc+":"+bound))
+	defer sess(t, dir, "rm", old)
+	stateFile := filepath.Join(dir, old, "state.json")
+	b, err := os.ReadFile(stateFile)
+	require.NoError(t, err)
+	slots := regexp.MustCompile(`,\s*"lower_slots": true`)
+	require.True(t, slots.Match(b), "the state says the overlays have mount points for a tree")
+	require.NoError(t, os.WriteFile(stateFile, slots.ReplaceAll(b, nil), 0o600))
+	ok("restore", old, snap2.ID)
+	assert.Equal(t, "second\n", ok("exec", old, "--", "cat", cd+"/second"))
+	assert.Equal(t, "", lowerMount(old))
+	assert.NotEqual(t, "0\n", ok("exec", old, "--", "sh", "-c", "find /.overlay/upper/usr -mindepth 1 | wc -l"), "copied into the upper layer")
 
 	ok("rm", id)
 	c.unchanged(t)

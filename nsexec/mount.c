@@ -135,16 +135,18 @@ static int is_layer(const char *key)
 
 /* fs_mount creates a detached filesystem mount (fsopen, fsconfig, fsmount).
  * m->data is a NUL-separated list of "key=value" or "flag" options. With
- * OPF_LAYERS, an overlay's layers are paths in the new root: each is
- * opened there (RESOLVE_IN_ROOT) and given to the kernel as
- * /proc/self/fd/N, which names that very directory whatever the path
- * means from here, and stays open until the mount is made. */
+ * OPF_LAYERS, an overlay's layers are paths in the new root (lowerdir a
+ * ':'-separated list of them, the topmost first): each is opened there
+ * (RESOLVE_IN_ROOT) and given to the kernel as /proc/self/fd/N, which
+ * names that very directory whatever the path means from here, and stays
+ * open until the mount is made. */
+#define MAX_LAYER_FDS 8
 static int fs_mount(const struct mount_op *m)
 {
-	int fd = (int)syscall(SYS_fsopen, m->fstype, FSOPEN_CLOEXEC), mfd = -1, layers[3], nl = 0;
+	int fd = (int)syscall(SYS_fsopen, m->fstype, FSOPEN_CLOEXEC), mfd = -1, layers[MAX_LAYER_FDS], nl = 0;
 	if (fd < 0) return -1;
 	for (const char *o = m->data; o < m->data + m->data_len; o += strlen(o) + 1) {
-		char key[64], val[32];
+		char key[64], val[MAX_LAYER_FDS * 24];
 		const char *eq = strchr(o, '=');
 		size_t klen = eq ? (size_t)(eq - o) : strlen(o);
 		if (klen == 0) continue;
@@ -153,9 +155,19 @@ static int fs_mount(const struct mount_op *m)
 		key[klen] = 0;
 		const char *v = eq ? eq + 1 : NULL;
 		if (v && (m->flags & OPF_LAYERS) && is_layer(key)) {
-			if (nl == 3) { errno = EINVAL; goto out; }
-			if ((layers[nl] = open_in_root(v, O_PATH | O_DIRECTORY, 0)) < 0) goto out;
-			snprintf(val, sizeof val, "/proc/self/fd/%d", layers[nl++]);
+			size_t off = 0;
+			for (const char *p = v;;) {
+				char one[4096];
+				const char *end = strchr(p, ':');
+				size_t len = end ? (size_t)(end - p) : strlen(p);
+				if (nl == MAX_LAYER_FDS || len == 0 || len >= sizeof one || (end && strcmp(key, "lowerdir") != 0)) { errno = EINVAL; goto out; }
+				memcpy(one, p, len);
+				one[len] = 0;
+				if ((layers[nl] = open_in_root(one, O_PATH | O_DIRECTORY, 0)) < 0) goto out;
+				off += (size_t)snprintf(val + off, sizeof val - off, "%s/proc/self/fd/%d", off ? ":" : "", layers[nl++]);
+				if (!end) break;
+				p = end + 1;
+			}
 			v = val;
 		}
 		if (syscall(SYS_fsconfig, fd, v ? FSCONFIG_SET_STRING : FSCONFIG_SET_FLAG, key, v, 0) < 0)
@@ -697,6 +709,23 @@ __attribute__((cold)) static int put_back_kept(int n)
 	return r;
 }
 
+/* put_tree puts the detached mount tree at the mount point of overlay
+ * op m's upper lower layer (the first path of its lowerdir), detaching
+ * what was mounted there. */
+__attribute__((cold)) static int put_tree(const struct mount_op *m, int tree)
+{
+	const char *low = layer_dir(m, "lowerdir"), *colon = low ? strchr(low, ':') : NULL;
+	char path[4096];
+	if (!colon || (size_t)(colon - low) >= sizeof path) { errno = EINVAL; return -1; }
+	memcpy(path, low, (size_t)(colon - low));
+	path[colon - low] = 0;
+	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL) return -1; /* EINVAL: nothing mounted there yet */
+	int fd = open_in_root(path, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0), r = -1;
+	if (fd >= 0) r = sys_move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+	if (fd >= 0) { int e = errno; close(fd); errno = e; }
+	return r;
+}
+
 /* reset_layers makes each overlay of the plan (an OP_FS op with
  * OPF_LAYERS) again with empty upper and work directories, for a
  * session's restore: the parent has killed every process that could hold
@@ -706,13 +735,19 @@ __attribute__((cold)) static int put_back_kept(int n)
  * the layers' file system, read-only at its own mount point, is writable
  * meanwhile. In the order of the plan, with the same options as at the
  * start; what the plan mounted below an overlay (keep_submounts) is on
- * the new one before its layers' file system is read-only again. On
+ * the new one before its layers' file system is read-only again. With
+ * ntrees (one per overlay, in order), each tree becomes its overlay's
+ * upper lower layer (put_tree): a snapshot's, restored. On
  * failure, the caller ends the session: an overlay may have been left
  * without its masks. */
-__attribute__((cold)) int reset_layers(struct plan *p)
+__attribute__((cold)) int reset_layers(struct plan *p, const int *trees, int ntrees)
 {
-	int r = 0;
+	int r = 0, k = 0;
+	for (size_t i = 0; ntrees && i < p->nmounts; i++)
+		if (p->mounts[i].kind == OP_FS && (p->mounts[i].flags & OPF_LAYERS)) k++;
+	if (ntrees && k != ntrees) { errno = EINVAL; return -1; } /* nothing changed */
 	if ((root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) return -1;
+	k = 0;
 	for (size_t i = 0; r == 0 && i < p->nmounts; i++) {
 		struct mount_op *m = &p->mounts[i];
 		const char *upper = layer_dir(m, "upperdir"), *work = layer_dir(m, "workdir");
@@ -721,6 +756,7 @@ __attribute__((cold)) int reset_layers(struct plan *p)
 		int kept = keep_submounts(p, i);
 		if (kept < 0) { r = -1; break; }
 		if (umount2(m->target, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 || set_ro(lm, 0) < 0) { drop_kept(kept); r = -1; break; }
+		if (ntrees && put_tree(m, trees[k++]) < 0) { drop_kept(kept); r = -1; break; }
 		char old_upper[300], old_work[300];
 		if (set_aside(upper, old_upper) < 0 || set_aside(work, old_work) < 0) r = -1;
 		/* The new overlay takes its upper layer's mount writable, as

@@ -137,10 +137,14 @@ struct plan {
 #define CTL_KEEP UINT64_MAX
 /* A CTL_RESET_LAYERS packet (the byte alone) has PID 1 make the plan's
  * overlays again with empty upper layers (reset_layers): a restore, once
- * the parent has killed every process of the session. PID 1 answers "1"
- * when it is done, "0" when it failed, and then ends the session: an
- * overlay may be left without the masks the plan put on it. */
+ * the parent has killed every process of the session. It may carry
+ * (SCM_RIGHTS) one detached mount per overlay of the plan, in the plan's
+ * order: each is put at the mount point of its overlay's upper lower
+ * layer (the first of its lowerdir), in place of what was there. PID 1
+ * answers "1" when it is done, "0" when it failed, and then ends the
+ * session: an overlay may be left without the masks the plan put on it. */
 #define CTL_RESET_LAYERS 'L'
+#define MAX_LAYER_TREES 8
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */
 enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED, MSG_SECCOMP, MSG_PTY };

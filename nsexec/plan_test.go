@@ -33,6 +33,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"CTL_DEADLINES":              ctlDeadlines,
 		"CTL_DEADLINES_LEN":          ctlDeadlinesLen,
 		"CTL_RESET_LAYERS":           ctlResetLayers,
+		"MAX_LAYER_TREES":            MaxLayerTrees,
 		"PLAN_SETGROUPS":             int64(FlagSetgroups),
 		"OP_BIND":                    int64(OpBind),
 		"OP_SETATTR":                 int64(OpSetattr),

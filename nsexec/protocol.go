@@ -79,8 +79,14 @@ func Deadlines(ttl, idle *time.Duration) []byte {
 // ResetLayers is the packet that has a session's PID 1 make its overlays
 // (an overlay workspace's) again with empty upper layers, once every
 // process of the session is gone: it answers "1" when done, "0" when it
-// failed, which leaves the session unusable.
+// failed, and then ends the session. Sent with descriptors (SCM_RIGHTS),
+// one detached mount per overlay in the order of the plan (at most
+// MaxLayerTrees), each becomes its overlay's upper lower layer, in place
+// of the one before (a snapshot's layer tree, restored).
 func ResetLayers() []byte { return []byte{ctlResetLayers} }
+
+// MaxLayerTrees is how many layer trees a ResetLayers packet may carry.
+const MaxLayerTrees = 8
 
 const (
 	ctlDeadlines    = 'D'

@@ -121,7 +121,7 @@ int apply_mounts(struct plan *p);
 int pivot_into_root(struct plan *p);
 int remount_root_ro(struct plan *p);
 void close_rule_fds(struct plan *p);
-int reset_layers(struct plan *p);
+int reset_layers(struct plan *p, const int *trees, int ntrees);
 
 /* seccomp.c */
 int load_seccomp(const struct plan *p, int errfd);

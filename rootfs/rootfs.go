@@ -58,6 +58,11 @@ type Config struct {
 // the workspace bind keep their own writable mounts of it): the workload
 // writes its layers only through the overlays. Writes never reach the
 // host; the rest of the root stays read-only.
+//
+// Above the host directory, each overlay has a second lower layer at
+// OverlayDir/lower/D: a snapshot's layer tree for D (Lowers), or an
+// empty directory, where a restore puts one later (nsexec's
+// CTL_RESET_LAYERS).
 type Overlay struct {
 	SizeBytes int64
 	Workspace string
@@ -66,6 +71,11 @@ type Overlay struct {
 	// (see [OverlayDirs]): each is masked in the jail, a directory by an
 	// empty read-only tmpfs, a file by /dev/null.
 	Hidden []HiddenPath
+	// Lowers maps an overlaid directory to the host directory of a
+	// snapshot's layer tree for it: an id-mapped detached mount of it,
+	// made by the parent as the host directory's is, is the overlay's
+	// upper lower layer, read-only.
+	Lowers map[string]string
 }
 
 // HiddenPath is a host path an overlay masks; Dir says it is a directory.
@@ -106,7 +116,8 @@ func OverlayKernel(release string) error {
 }
 
 // OverlayDir is where an [Overlay]'s tmpfs is, read-only, in the jail:
-// the upper layer of a directory D is OverlayDir/upper/D, the workspace
+// the upper layer of a directory D is OverlayDir/upper/D, the mount point
+// of its snapshot's lower layer OverlayDir/lower/D, the workspace
 // OverlayDir/workspace.
 const OverlayDir = "/.overlay"
 
@@ -178,6 +189,10 @@ const (
 	procAttr = nsexec.AttrNosuid | nsexec.AttrNodev | nsexec.AttrNoexec
 )
 
+// LowerAttr are the attributes of an overlay's lower layers, the host's
+// directory and a snapshot's layer tree: read-only, nosuid, nodev.
+const LowerAttr = ro
+
 // HostPaths lists every host path [Probe] must look at.
 func HostPaths() []string {
 	return append(append(append([]string{}, systemDirs...), etcBinds...), devices...)
@@ -201,12 +216,16 @@ func Build(c Config, h Host) (Plan, error) {
 			return
 		}
 		m.Flags |= nsexec.OpTree
-		upper, work := path.Join(OverlayDir, "upper", d), path.Join(OverlayDir, "work", d)
+		upper, work, lower := path.Join(OverlayDir, "upper", d), path.Join(OverlayDir, "work", d), path.Join(OverlayDir, "lower", d)
 		add(m)
 		add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: upper, Mode: 0o755})
 		add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: work, Mode: 0o755})
+		add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: lower, Mode: 0o755})
+		if tree, ok := c.Overlay.Lowers[d]; ok {
+			add(nsexec.Mount{Kind: nsexec.OpBind, Flags: nsexec.OpTree, Source: tree, Target: lower, Attr: LowerAttr})
+		}
 		add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpLayers, FSType: "overlay", Target: d, Attr: safe,
-			Data: nsexec.FSOptions("lowerdir="+d, "upperdir="+upper, "workdir="+work, "userxattr")})
+			Data: nsexec.FSOptions("lowerdir="+lower+":"+d, "upperdir="+upper, "workdir="+work, "userxattr")})
 		for _, hp := range c.Overlay.Hidden {
 			if !strings.HasPrefix(hp.Path, d+"/") {
 				continue

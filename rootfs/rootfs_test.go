@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,35 +140,54 @@ func TestBuildInvariants(t *testing.T) {
 
 // TestOverlayLayers: every directory the default root binds from the
 // host is an id-mapped tree under an overlay mounted on the same target,
-// whose layers are on the overlay's tmpfs, left read-only at the end;
-// files stay read-only binds.
+// whose upper layers are on the overlay's tmpfs, left read-only at the
+// end, and whose second lower layer is a snapshot's tree where it has
+// one (an empty mount point otherwise); files stay read-only binds.
 func TestOverlayLayers(t *testing.T) {
-	p, err := Build(Config{UID: 1000, GID: 1000, Overlay: &Overlay{SizeBytes: 1 << 20, Workspace: "/workspace"}}, debianHost())
-	require.NoError(t, err)
-	overlays := map[string]bool{}
-	for i, m := range p.Mounts {
-		switch {
-		case m.Kind == nsexec.OpBind && m.Flags&nsexec.OpSrcInRoot == 0 && !strings.HasPrefix(m.Target, "/dev") && !strings.HasPrefix(m.Target, "/proc"):
-			if m.Flags&nsexec.OpFileTarget != 0 || strings.HasPrefix(m.Target, "/etc/") {
-				assert.Zero(t, m.Flags&nsexec.OpTree, "file %s", m.Target)
-				continue
+	const tree = "/var/lib/jail/snapshots/snap-1/layers/usr"
+	for _, lowers := range []map[string]string{nil, {"/usr": tree}} {
+		p, err := Build(Config{UID: 1000, GID: 1000, Overlay: &Overlay{SizeBytes: 1 << 20, Workspace: "/workspace", Lowers: lowers}}, debianHost())
+		require.NoError(t, err)
+		overlays := map[string]bool{}
+		var snapshot *nsexec.Mount
+		snapshotAt, overlayAt := -1, -1
+		for i, m := range p.Mounts {
+			switch {
+			case m.Kind == nsexec.OpBind && m.Source == tree:
+				snapshot, snapshotAt = &p.Mounts[i], i
+			case m.Kind == nsexec.OpBind && m.Flags&nsexec.OpSrcInRoot == 0 && !strings.HasPrefix(m.Target, "/dev") && !strings.HasPrefix(m.Target, "/proc"):
+				if m.Flags&nsexec.OpFileTarget != 0 || strings.HasPrefix(m.Target, "/etc/") {
+					assert.Zero(t, m.Flags&nsexec.OpTree, "file %s", m.Target)
+					continue
+				}
+				require.NotZero(t, m.Flags&nsexec.OpTree, "%s is not a tree", m.Target)
+				assert.NotZero(t, m.Attr&nsexec.AttrRdonly, "the lower layer %s is writable", m.Target)
+				k := slices.IndexFunc(p.Mounts[i:], func(o nsexec.Mount) bool { return o.Kind == nsexec.OpFS && o.Target == m.Target })
+				require.Positive(t, k, "no overlay on %s", m.Target)
+				o := p.Mounts[i+k]
+				assert.Equal(t, "overlay", o.FSType)
+				assert.Equal(t, nsexec.OpLayers, o.Flags)
+				assert.Contains(t, string(o.Data), "lowerdir="+OverlayDir+"/lower"+m.Target+":"+m.Target+"\x00")
+				assert.Contains(t, string(o.Data), "upperdir="+OverlayDir+"/upper"+m.Target+"\x00")
+				overlays[m.Target] = true
+			case m.Kind == nsexec.OpFS && m.FSType == "overlay":
+				assert.True(t, overlays[m.Target], "an overlay on %s with no tree under it", m.Target)
+				overlayAt = i
 			}
-			require.NotZero(t, m.Flags&nsexec.OpTree, "%s is not a tree", m.Target)
-			assert.NotZero(t, m.Attr&nsexec.AttrRdonly, "the lower layer %s is writable", m.Target)
-			o := p.Mounts[i+3]
-			assert.Equal(t, "overlay", o.FSType)
-			assert.Equal(t, m.Target, o.Target)
-			assert.Equal(t, nsexec.OpLayers, o.Flags)
-			assert.Contains(t, string(o.Data), "upperdir="+OverlayDir+"/upper"+m.Target+"\x00")
-			overlays[m.Target] = true
-		case m.Kind == nsexec.OpFS && m.FSType == "overlay":
-			assert.True(t, overlays[m.Target], "an overlay on %s with no tree under it", m.Target)
 		}
+		assert.Equal(t, map[string]bool{"/usr": true}, overlays, "/etc's binds (private keys among them) stay read-only binds")
+		if lowers == nil {
+			assert.Nil(t, snapshot)
+		} else if assert.NotNil(t, snapshot, "the snapshot's tree") {
+			assert.Equal(t, OverlayDir+"/lower/usr", snapshot.Target)
+			assert.Equal(t, nsexec.OpTree, snapshot.Flags)
+			assert.Equal(t, nsexec.AttrRdonly|nsexec.AttrNosuid|nsexec.AttrNodev, snapshot.Attr)
+			assert.Less(t, snapshotAt, overlayAt, "bound before the overlay that has it as a layer")
+		}
+		assert.Equal(t, []string{"/usr"}, OverlayDirs(debianHost()))
+		last := p.Mounts[len(p.Mounts)-1]
+		assert.Equal(t, nsexec.Mount{Kind: nsexec.OpSetattr, Target: OverlayDir, Attr: nsexec.AttrRdonly}, last)
 	}
-	assert.Equal(t, map[string]bool{"/usr": true}, overlays, "/etc's binds (private keys among them) stay read-only binds")
-	assert.Equal(t, []string{"/usr"}, OverlayDirs(debianHost()))
-	last := p.Mounts[len(p.Mounts)-1]
-	assert.Equal(t, nsexec.Mount{Kind: nsexec.OpSetattr, Target: OverlayDir, Attr: nsexec.AttrRdonly}, last)
 }
 
 // TestMarkNew: only a target nothing is at yet, in a directory of a tmpfs
