@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -116,11 +117,12 @@ func idmappedTree(src, idmap *os.File, attr uint64) (*os.File, error) {
 
 // privateEntries returns the paths below the host directories dirs that
 // the overlay's id map would let the workload read, list or run and that
-// the host keeps from it: the map makes uid and gid 0 the workload's, so
-// an entry owned by uid 0 whose owner has a read or search bit "other"
-// lacks (a 0600 key, a 0700 directory), or by gid 0 with such a group
-// bit, would open to it. Each is masked (rootfs.Overlay.Hidden); below a
-// hidden directory nothing more is looked at. Symlinks are not followed.
+// the host keeps from it (exposedByIDMap), each to be masked
+// (rootfs.Overlay.Hidden); below a hidden directory nothing more is
+// looked at. Symlinks are not followed. A mount below dirs fails it: the
+// overlay shows what a mount covers, not the mount, and what it covers
+// was never walked (fail closed: the session is refused).
+//
 // It walks every entry: an overlay session takes about 0.5 s to create
 // for Debian's /usr of 150,000 entries in the page cache (a tmpfs one
 // 11 ms), more when it is cold.
@@ -134,17 +136,27 @@ func privateEntries(dirs []string) ([]rootfs.HiddenPath, error) {
 			if p == dir || d.Type()&fs.ModeSymlink != 0 {
 				return nil
 			}
-			var st unix.Stat_t
-			if err := unix.Lstat(p, &st); err != nil {
+			var stx unix.Statx_t
+			if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC,
+				unix.STATX_TYPE|unix.STATX_MODE|unix.STATX_UID|unix.STATX_GID, &stx); err != nil {
 				if err == unix.ENOENT {
 					return nil
 				}
-				return &os.PathError{Op: "lstat", Path: p, Err: err}
+				return &os.PathError{Op: "statx", Path: p, Err: err}
 			}
-			if !exposedByIDMap(st.Mode, st.Uid, st.Gid) {
+			if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 || stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+				return fmt.Errorf("%s is a mount of its own: an overlay of %s would show what it covers, which the host hides, and not its files: use --workspace tmpfs or dir", p, dir)
+			}
+			mode, isDir := uint32(stx.Mode), stx.Mode&unix.S_IFMT == unix.S_IFDIR
+			exposed := exposedByIDMap(mode, stx.Uid, stx.Gid, isDir)
+			if !exposed && aclMayGive(mode, stx.Uid, stx.Gid) {
+				if exposed, err = aclExposed(p, mode); err != nil {
+					return err
+				}
+			}
+			if !exposed {
 				return nil
 			}
-			isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 			out = append(out, rootfs.HiddenPath{Path: p, Dir: isDir})
 			if isDir {
 				return filepath.SkipDir
@@ -158,14 +170,72 @@ func privateEntries(dirs []string) ([]rootfs.HiddenPath, error) {
 	return out, nil
 }
 
-// exposedByIDMap says whether an entry of mode, uid and gid opens to the
-// workload under an id map that makes 0 its ids: its owner (uid 0) or
-// group (gid 0) may read or search where others may not. Write bits do
-// not matter: writes go to the upper layer.
-func exposedByIDMap(mode, uid, gid uint32) bool {
-	const rx = 5
+// exposedByIDMap says whether an entry of mode, uid and gid (a directory
+// with dir) opens to the workload, under an id map that makes 0 its ids,
+// where it is closed to others. The workload owns what uid 0 owns, and
+// an owner may chmod: such an entry is exposed unless others may read it
+// (a directory: read and search it) already, whatever its owner's bits
+// (a 0600 key, a mode-000 file, a 0711 directory). Of what gid 0 owns
+// (and another user), the workload has the group's bits: exposed where
+// they read or search beyond others'. Write bits do not matter: writes
+// go to the upper layer.
+func exposedByIDMap(mode, uid, gid uint32, dir bool) bool {
+	const r, rx = 4, 5
 	other := mode & rx
-	return uid == 0 && (mode>>6)&rx&^other != 0 || gid == 0 && (mode>>3)&rx&^other != 0
+	if uid == 0 {
+		if dir {
+			return other != rx
+		}
+		return other&r == 0
+	}
+	return gid == 0 && (mode>>3)&rx&^other != 0
+}
+
+// aclMayGive says whether an entry of another user and group could give
+// the workload more than others through a POSIX ACL: only where the
+// group bits (the ACL's mask, when it has one) read or search beyond
+// others' can a named entry do so.
+func aclMayGive(mode, uid, gid uint32) bool {
+	const rx = 5
+	return uid != 0 && gid != 0 && (mode>>3)&rx&^(mode&rx) != 0
+}
+
+// aclExposed says whether the access ACL of host path p names uid or
+// gid 0 (which the id map makes the workload's) with read or search
+// bits beyond others' (mode's).
+func aclExposed(p string, mode uint32) (bool, error) {
+	buf := make([]byte, 1024)
+	n, err := unix.Lgetxattr(p, "system.posix_acl_access", buf)
+	switch {
+	case err == unix.ENODATA || err == unix.EOPNOTSUPP:
+		return false, nil
+	case err == unix.ERANGE:
+		return true, nil // an ACL this long: masked, not parsed
+	case err != nil:
+		return false, &os.PathError{Op: "getxattr", Path: p, Err: err}
+	}
+	return aclGives(buf[:n], mode&5), nil
+}
+
+// aclGives parses an access ACL (the kernel's xattr form: a version,
+// then entries of tag, perm, id) and says whether a named user or group
+// entry for id 0 has read or search bits beyond other.
+func aclGives(acl []byte, other uint32) bool {
+	const (
+		aclUser  = 0x02
+		aclGroup = 0x08
+		rx       = 5
+	)
+	if len(acl) < 4 {
+		return true // not an ACL the kernel wrote: masked
+	}
+	for e := acl[4:]; len(e) >= 8; e = e[8:] {
+		tag, perm, id := binary.LittleEndian.Uint16(e), uint32(binary.LittleEndian.Uint16(e[2:])), binary.LittleEndian.Uint32(e[4:])
+		if (tag == aclUser || tag == aclGroup) && id == 0 && perm&rx&^other != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // overlayKernel says why this kernel cannot have an overlay workspace

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"path/filepath"
@@ -510,25 +511,57 @@ func TestNewLaunchOverlay(t *testing.T) {
 }
 
 // TestExposedByIDMap: what an id map making 0 the workload's would open
-// to it: read or search bits of a root owner or group beyond others'.
+// to it: anything of a root owner's others may not read (or, a
+// directory, read and search: the owner may chmod), and read or search
+// bits of a root group beyond others'.
 func TestExposedByIDMap(t *testing.T) {
 	for _, tc := range []struct {
 		mode, uid, gid uint32
-		want           bool
+		dir, want      bool
 	}{
-		{0o644, 0, 0, false}, // world-readable
-		{0o755, 0, 0, false},
-		{0o600, 0, 0, true},   // a key
-		{0o640, 0, 103, true}, // root-owned, group ssl-cert
-		{0o710, 0, 103, true}, // a directory others cannot search
-		{0o4754, 0, 102, true},
-		{0o640, 105, 0, true},  // group root may read
-		{0o600, 105, 0, false}, // another user's: the map does not give it
-		{0o622, 0, 0, true},    // write bits do not matter, read ones do
-		{0o1777, 0, 0, false},  // /tmp-like
-		{0o711, 0, 0, true},    // listing, beyond search
-		{0o700, 1000, 1000, false},
+		{0o644, 0, 0, false, false}, // world-readable
+		{0o755, 0, 0, true, false},
+		{0o600, 0, 0, false, true},   // a key
+		{0o640, 0, 103, false, true}, // root-owned, group ssl-cert
+		{0o710, 0, 103, true, true},  // a directory others cannot search
+		{0o4754, 0, 102, false, false},
+		{0o4750, 0, 102, false, true},
+		{0o640, 105, 0, false, true},  // group root may read
+		{0o600, 105, 0, false, false}, // another user's: the map does not give it
+		{0o622, 0, 0, false, true},    // write bits do not matter, read ones do
+		{0o1777, 0, 0, true, false},   // /tmp-like
+		{0o711, 0, 0, true, true},     // listing, beyond search
+		{0o711, 0, 0, false, true},    // a file others may run, not read
+		{0o000, 0, 0, false, true},    // the owner may chmod
+		{0o200, 0, 0, false, true},
+		{0o744, 0, 0, true, true}, // a directory others may list, not search
+		{0o700, 1000, 1000, true, false},
 	} {
-		assert.Equal(t, tc.want, exposedByIDMap(tc.mode, tc.uid, tc.gid), "%o %d:%d", tc.mode, tc.uid, tc.gid)
+		assert.Equal(t, tc.want, exposedByIDMap(tc.mode, tc.uid, tc.gid, tc.dir), "%o %d:%d dir=%v", tc.mode, tc.uid, tc.gid, tc.dir)
 	}
+}
+
+// TestACLGives: a named user or group entry for id 0 with read or search
+// bits beyond other's opens the file to the workload.
+func TestACLGives(t *testing.T) {
+	acl := func(entries ...[3]uint32) []byte {
+		b := []byte{2, 0, 0, 0}
+		for _, e := range entries {
+			b = binary.LittleEndian.AppendUint16(b, uint16(e[0]))
+			b = binary.LittleEndian.AppendUint16(b, uint16(e[1]))
+			b = binary.LittleEndian.AppendUint32(b, e[2])
+		}
+		return b
+	}
+	const none = 0xffffffff
+	base := [][3]uint32{{0x01, 6, none}, {0x04, 4, none}, {0x10, 4, none}, {0x20, 0, none}}
+	assert.False(t, aclGives(acl(base...), 0))
+	assert.True(t, aclGives(acl(append(base, [3]uint32{0x08, 4, 0})...), 0), "group 0 may read")
+	assert.True(t, aclGives(acl(append(base, [3]uint32{0x02, 5, 0})...), 0), "user 0 may read")
+	assert.False(t, aclGives(acl(append(base, [3]uint32{0x02, 4, 0})...), 4), "no more than other")
+	assert.False(t, aclGives(acl(append(base, [3]uint32{0x08, 4, 1000})...), 0), "another group")
+	assert.True(t, aclGives([]byte{2}, 0), "unparsable: masked")
+	assert.True(t, aclMayGive(0o640, 1, 1))
+	assert.False(t, aclMayGive(0o644, 1, 1))
+	assert.False(t, aclMayGive(0o640, 0, 1), "root's: decided by its mode")
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -361,7 +362,8 @@ func (m *Sessions) RemoveSnapshot(id string) error {
 
 // ExportSnapshot writes snapshot id to w as an OCI image layer: a tar
 // stream whose entries are the workspace's under workspace/, which
-// `docker import` takes (a tmpfs workspace has no whiteouts), and, for an
+// `docker import` takes (a workspace file named .wh.* fails it: it would
+// read as a whiteout; setuid and setgid bits are dropped), and, for an
 // overlay workspace, first its overlays' changes from the root, with their
 // whiteouts (.wh. entries).
 func (m *Sessions) ExportSnapshot(id string, w io.Writer) error {
@@ -416,7 +418,10 @@ func exportLayers(tw *tar.Writer, sdir string, meta *snapshotMeta) error {
 }
 
 // copyTar copies the entries of tr to tw, their names (and hard links'
-// targets) under prefix.
+// targets) under prefix, without setuid or setgid bits (jail mounts
+// everything nosuid; an image would not). An image layer reads a name
+// starting with ".wh." as a whiteout: a file of the workspace (prefix
+// set) named so cannot be exported as what it is, and fails the export.
 func copyTar(tw *tar.Writer, tr *tar.Reader, prefix, id string) error {
 	for {
 		h, err := tr.Next()
@@ -426,6 +431,10 @@ func copyTar(tw *tar.Writer, tr *tar.Reader, prefix, id string) error {
 		if err != nil {
 			return fmt.Errorf("snapshot %s: %w", id, err)
 		}
+		if prefix != "" && strings.HasPrefix(path.Base(h.Name), ".wh.") {
+			return fmt.Errorf("snapshot %s: %s%s: a name starting with .wh. cannot be kept in an image layer (it reads as a whiteout)", id, prefix, h.Name)
+		}
+		h.Mode &^= 0o6000
 		h.Name = prefix + h.Name
 		if h.Typeflag == tar.TypeLink {
 			h.Linkname = prefix + h.Linkname

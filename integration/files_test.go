@@ -575,6 +575,26 @@ func TestSessionSnapshotRestoreFork(t *testing.T) {
 		names = append(names, h.Name)
 	}
 	assert.Equal(t, []string{"workspace/", "workspace/d/", "workspace/d/abs", "workspace/d/f", "workspace/d/up", "workspace/l"}, names)
+	// A file the workload named like a whiteout fails the export (an
+	// image would take it for one); a setuid bit is not exported.
+	wh := strings.TrimSpace(ok("create", "--from", snap.ID))
+	defer sess(t, dir, "rm", wh)
+	ok("exec", wh, "--", "sh", "-c", "touch .wh.important && chmod 4755 d/f")
+	var marked jail.SnapshotInfo
+	require.NoError(t, json.Unmarshal([]byte(ok("snapshot", "--json", wh)), &marked))
+	r = runJail(t, "snapshot", "export", "--snapshot-dir", snaps, marked.ID)
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "workspace/.wh.important: a name starting with .wh. cannot be kept in an image layer")
+	runOK(t, "snapshot", "rm", "--snapshot-dir", snaps, marked.ID)
+	ok("exec", wh, "--", "rm", ".wh.important")
+	require.NoError(t, json.Unmarshal([]byte(ok("snapshot", "--json", wh)), &marked))
+	tr = tar.NewReader(strings.NewReader(runOK(t, "snapshot", "export", "--snapshot-dir", snaps, marked.ID)))
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		if h.Name == "workspace/d/f" {
+			assert.EqualValues(t, 0o755, h.Mode, "no setuid bit in an image")
+		}
+	}
+	runOK(t, "snapshot", "rm", "--snapshot-dir", snaps, marked.ID)
 
 	list := runOK(t, "snapshot", "list", "--snapshot-dir", snaps)
 	assert.Contains(t, list, snap.ID)

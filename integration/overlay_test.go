@@ -3,6 +3,7 @@ package integration
 import (
 	"archive/tar"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -328,4 +329,80 @@ mkdir -p /usr/local/deepest/$(seq -s / 300)`, cd))
 
 	ok("rm", id)
 	c.unchanged(t)
+}
+
+// TestOverlayMasks tries what the id map could open: the workload owns
+// the host's root-owned files in an overlay session, and an owner may
+// chmod, so whatever root keeps from others is masked whatever its
+// owner's bits (a mode-000 file, a 0200 one, a 0711 directory), and so
+// is a file of another user whose ACL names uid or gid 0. A mount below
+// /usr refuses the session: the overlay would show what it covers.
+func TestOverlayMasks(t *testing.T) {
+	if unprivileged || !kernelAtLeast(t, 6, 6) {
+		t.Skip("an overlay workspace needs root and Linux 6.6 (TestSessionOverlayWorkspace checks the refusal)")
+	}
+	dir := sessionDir(t)
+	d, err := os.MkdirTemp("/usr/local/share", "jail-it-masks-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	require.NoError(t, os.Chmod(d, 0o755))
+	write := func(name string, mode os.FileMode) {
+		p := filepath.Join(d, name)
+		require.NoError(t, os.WriteFile(p, []byte("SECRET "+name+"\n"), 0o600))
+		require.NoError(t, os.Chmod(p, mode))
+	}
+	write("mode000", 0)
+	write("mode200", 0o200)
+	write("xonly", 0o711)
+	require.NoError(t, os.Mkdir(filepath.Join(d, "d711"), 0o711))
+	write("d711/inner", 0o644)
+	require.NoError(t, os.Mkdir(filepath.Join(d, "d000"), 0o755))
+	write("d000/inner", 0o644)
+	require.NoError(t, os.Chmod(filepath.Join(d, "d000"), 0))
+	// Another user's file, 0640, with an ACL giving group 0 read.
+	write("acl", 0o640)
+	require.NoError(t, os.Chown(filepath.Join(d, "acl"), 4321, 4321))
+	acl := []byte{2, 0, 0, 0}
+	for _, e := range [][3]uint32{{0x01, 6, 0xffffffff}, {0x04, 0, 0xffffffff}, {0x08, 4, 0}, {0x10, 4, 0xffffffff}, {0x20, 0, 0xffffffff}} {
+		acl = binary.LittleEndian.AppendUint16(acl, uint16(e[0]))
+		acl = binary.LittleEndian.AppendUint16(acl, uint16(e[1]))
+		acl = binary.LittleEndian.AppendUint32(acl, e[2])
+	}
+	require.NoError(t, unix.Setxattr(filepath.Join(d, "acl"), "system.posix_acl_access", acl, 0))
+	write("open", 0o644) // and one that is everyone's to read
+
+	r := sess(t, dir, "create", "--workspace", "overlay:16M")
+	require.Equal(t, 0, r.code, r.stderr)
+	id := strings.TrimSpace(r.stdout)
+	defer sess(t, dir, "rm", id)
+	exec := func(script string) result {
+		return sess(t, dir, "exec", id, "--", "sh", "-c", "cd "+d+"; "+script)
+	}
+	r = exec("cat open")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "SECRET open\n", r.stdout, "the canary is seen, and so would the others be")
+	for _, try := range []string{
+		"cat mode000", "chmod 600 mode000 && cat mode000",
+		"chmod 600 mode200 && cat mode200",
+		"chmod 755 xonly && cat xonly",
+		"ls d711", "chmod 755 d711 && ls d711", "cat d711/inner",
+		"chmod 755 d000 && cat d000/inner",
+		"cat acl",
+		"ln mode000 /usr/local/l && cat /usr/local/l",
+		"mv mode000 /usr/local/m && cat /usr/local/m",
+		"cp -a d000 /usr/local/c && cat /usr/local/c/inner",
+	} {
+		r := exec(try)
+		assert.NotEqual(t, 0, r.code, "%s: %s", try, r.stdout)
+		assert.NotContains(t, r.stdout, "SECRET", try)
+	}
+
+	// A mount below /usr: refused, naming it.
+	mnt := filepath.Join(d, "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"))
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	r = sess(t, dir, "create", "--workspace", "overlay:16M")
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, mnt+" is a mount of its own")
 }

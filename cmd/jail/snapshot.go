@@ -64,7 +64,9 @@ func newSessionRestore(m func() *jail.Sessions) *cobra.Command {
 		Long: `restore kills every command running in session ID, with everything it started (its PID 1 stays,
 and so does the session), empties the workspace and puts SNAPSHOT's files back, in the jail, as the
 workload's user. The snapshot must come from a session of the same jail (the same Spec): this one,
-or one it was forked or created from.
+or one it was forked or created from. An overlay workspace's overlays are made again with empty upper
+layers and the snapshot's layer tree as their lower layer: nothing of it is copied. If its PID 1
+cannot make them again, with every mask and mount they had, it ends the session (fail closed).
 
 ` + snapshotHelp,
 		Args: cobra.ExactArgs(2),
@@ -190,7 +192,11 @@ func newSnapshotCommand(stdout io.Writer) *cobra.Command {
 	rm := &cobra.Command{
 		Use:   "rm SNAPSHOT...",
 		Short: "Remove snapshots (sessions made from them keep their own files)",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Remove snapshots. Sessions made from them keep their own workspace files. A snapshot of an
+overlay workspace whose layer tree a running session has as the lower layer of its overlays (made
+from it, or restored to it) is refused, naming the sessions: remove them, or restore them to another
+snapshot, first.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var errs []error
 			for _, id := range args {
