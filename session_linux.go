@@ -150,6 +150,17 @@ func lockFile(dir string, how int, wait, create bool) (*os.File, error) {
 	return f, nil
 }
 
+// PruneSessionCgroups removes the groups of this user's sessions, under
+// parent (as Spec.CgroupParent; "" for this process's cgroup), that no
+// process runs in and that are over a minute old: a session whose PID 1
+// is gone and whose state directory went too (removed by hand, or a
+// state directory on a tmpfs after a reboot of the host's /run alone),
+// which Sessions.GC, going by state, cannot find. It returns the
+// directories it removed.
+func PruneSessionCgroups(parent string) ([]string, error) {
+	return cgroup.PruneEmpty(cgroup.Options{Parent: parent}, fmt.Sprintf("jail-session-%d-", os.Geteuid()), time.Minute)
+}
+
 // execSeq numbers the exec cgroups of this process.
 var execSeq atomic.Uint64
 

@@ -46,6 +46,9 @@ func (m *Sessions) List(map[string]string) ([]*Session, error) { return nil, Err
 // GC returns ErrNotSupported.
 func (m *Sessions) GC() ([]string, error) { return nil, ErrNotSupported }
 
+// PruneSessionCgroups returns an error wrapping ErrNotSupported.
+func PruneSessionCgroups(string) ([]string, error) { return nil, ErrNotSupported }
+
 // Command returns a Cmd whose Start returns ErrNotSupported.
 func (s *Session) Command(ctx context.Context, name string, args ...string) *Cmd {
 	return Command(ctx, Spec{}, name, args...)

@@ -385,7 +385,7 @@ func (m *Sessions) ExportSnapshot(id string, w io.Writer) error {
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "workspace/", Mode: 0o755, ModTime: time.Now(), Format: tar.FormatPAX}); err != nil {
 		return err
 	}
-	if err := copyTar(tw, tar.NewReader(f), "workspace/", id); err != nil {
+	if err := copyTar(tw, tar.NewReader(f), "workspace/", id, nil); err != nil {
 		return err
 	}
 	return tw.Close()
@@ -402,7 +402,7 @@ func exportLayers(tw *tar.Writer, sdir string, meta *snapshotMeta) error {
 			return err
 		}
 		defer lf.Close()
-		return copyTar(tw, tar.NewReader(lf), "", meta.ID)
+		return copyTar(tw, tar.NewReader(lf), "", meta.ID, nil)
 	}
 	if err != nil {
 		return err
@@ -414,7 +414,16 @@ func exportLayers(tw *tar.Writer, sdir string, meta *snapshotMeta) error {
 		pw.CloseWithError(err)
 	}()
 	defer pr.Close()
-	return copyTar(tw, tar.NewReader(pr), "", meta.ID)
+	// The tree's entries are the host root's; in the jail they are its
+	// workload's, and so in the image, as in its workspace/.
+	uid, gid := 1000, 1000
+	if meta.Spec.UID != nil {
+		uid = int(*meta.Spec.UID)
+	}
+	if meta.Spec.GID != nil {
+		gid = int(*meta.Spec.GID)
+	}
+	return copyTar(tw, tar.NewReader(pr), "", meta.ID, &[2]int{uid, gid})
 }
 
 // copyTar copies the entries of tr to tw, their names (and hard links'
@@ -422,7 +431,8 @@ func exportLayers(tw *tar.Writer, sdir string, meta *snapshotMeta) error {
 // everything nosuid; an image would not). An image layer reads a name
 // starting with ".wh." as a whiteout: a file of the workspace (prefix
 // set) named so cannot be exported as what it is, and fails the export.
-func copyTar(tw *tar.Writer, tr *tar.Reader, prefix, id string) error {
+// With owner, every entry is given its uid and gid.
+func copyTar(tw *tar.Writer, tr *tar.Reader, prefix, id string, owner *[2]int) error {
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -435,6 +445,9 @@ func copyTar(tw *tar.Writer, tr *tar.Reader, prefix, id string) error {
 			return fmt.Errorf("snapshot %s: %s%s: a name starting with .wh. cannot be kept in an image layer (it reads as a whiteout)", id, prefix, h.Name)
 		}
 		h.Mode &^= 0o6000
+		if owner != nil {
+			h.Uid, h.Gid, h.Uname, h.Gname = owner[0], owner[1], "", ""
+		}
 		h.Name = prefix + h.Name
 		if h.Typeflag == tar.TypeLink {
 			h.Linkname = prefix + h.Linkname

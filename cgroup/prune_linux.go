@@ -6,7 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,19 +31,9 @@ func Prune(o Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var hierarchies []hierarchy
-	if f.Layout.V2 != nil && !f.NoV2 {
-		hierarchies = append(hierarchies, *f.Layout.V2)
-	}
-	for _, h := range f.Layout.V1 {
-		if _, ok := f.V1[h.Name()]; ok {
-			hierarchies = append(hierarchies, h)
-		}
-	}
-
 	var errs []error
 	stale := map[string]*Group{}
-	for _, h := range hierarchies {
+	for _, h := range f.used() {
 		parentCg := f.parentCg(h)
 		parent := h.Dir(parentCg)
 		if parent == "" {
@@ -58,21 +51,48 @@ func Prune(o Options) ([]string, error) {
 			if !e.IsDir() || !ok || own.PIDNS != me.PIDNS || alive(own) {
 				continue
 			}
-			g := stale[e.Name()]
-			if g == nil {
-				g = &Group{fd: -1, cpuFD: -1}
-				stale[e.Name()] = g
-			}
-			d := &groupDir{hier: h, path: path.Join(parent, e.Name()), cgPath: path.Join(parentCg, e.Name()), serves: serves(h)}
-			if h.V2 {
-				g.dirs = append([]*groupDir{d}, g.dirs...)
-			} else {
-				g.dirs = append(g.dirs, d)
-			}
+			addDir(stale, e.Name(), h, parent, parentCg)
 		}
 	}
+	removed, err := destroyAll(stale)
+	return removed, errors.Join(append(errs, err)...)
+}
+
+// used lists the hierarchies jail makes groups in on this host.
+func (f *facts) used() []hierarchy {
+	var hierarchies []hierarchy
+	if f.Layout.V2 != nil && !f.NoV2 {
+		hierarchies = append(hierarchies, *f.Layout.V2)
+	}
+	for _, h := range f.Layout.V1 {
+		if _, ok := f.V1[h.Name()]; ok {
+			hierarchies = append(hierarchies, h)
+		}
+	}
+	return hierarchies
+}
+
+// addDir adds the directory name of hierarchy h (under parent, cgroup
+// parentCg) to the group of that name in groups.
+func addDir(groups map[string]*Group, name string, h hierarchy, parent, parentCg string) {
+	g := groups[name]
+	if g == nil {
+		g = &Group{fd: -1, cpuFD: -1}
+		groups[name] = g
+	}
+	d := &groupDir{hier: h, path: path.Join(parent, name), cgPath: path.Join(parentCg, name), serves: serves(h)}
+	if h.V2 {
+		g.dirs = append([]*groupDir{d}, g.dirs...)
+	} else {
+		g.dirs = append(g.dirs, d)
+	}
+}
+
+// destroyAll destroys groups and returns the directories removed, sorted.
+func destroyAll(groups map[string]*Group) ([]string, error) {
+	var errs []error
 	var removed []string
-	for _, g := range stale {
+	for _, g := range groups {
 		paths := g.Paths()
 		if err := g.Destroy(); err != nil {
 			errs = append(errs, err)
@@ -82,6 +102,89 @@ func Prune(o Options) ([]string, error) {
 	}
 	slices.Sort(removed)
 	return removed, errors.Join(errs...)
+}
+
+// PruneEmpty removes the groups whose names start with prefix, under this
+// process's own cgroups or o.Parent in every hierarchy jail uses, in which
+// no process runs (nor below them, in any hierarchy) and whose directories
+// are all older than minAge: a session's whose PID 1 is gone and whose
+// state, which names the group, went too (the sessions' own gc removes
+// the others). A younger one may be a session's being made, and an empty
+// group of a live session never lasts: its PID 1 is in it from its clone.
+// It returns the directories it removed, sorted.
+func PruneEmpty(o Options, prefix string, minAge time.Duration) ([]string, error) {
+	if prefix == "" {
+		return nil, errors.New("cgroup: PruneEmpty needs a name prefix")
+	}
+	f, err := gatherFacts(o, []string{})
+	if err != nil {
+		return nil, fmt.Errorf("probe cgroups: %w", err)
+	}
+	var errs []error
+	groups := map[string]*Group{}
+	busy := map[string]bool{}
+	for _, h := range f.used() {
+		parentCg := f.parentCg(h)
+		parent := h.Dir(parentCg)
+		if parent == "" {
+			continue
+		}
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		for _, e := range entries {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) || busy[e.Name()] {
+				continue
+			}
+			empty, err := quiet(path.Join(parent, e.Name()), minAge)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if err != nil || !empty {
+				busy[e.Name()] = true
+				delete(groups, e.Name())
+				continue
+			}
+			addDir(groups, e.Name(), h, parent, parentCg)
+		}
+	}
+	removed, err := destroyAll(groups)
+	return removed, errors.Join(append(errs, err)...)
+}
+
+// quiet reports whether no process is in the cgroup directory dir or
+// below it, and dir is older than minAge.
+func quiet(dir string, minAge time.Duration) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return false, &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	if time.Since(time.Unix(st.Mtim.Unix())) < minAge {
+		return false, nil
+	}
+	empty := true
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if len(strings.TrimSpace(string(b))) > 0 {
+			empty = false
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return empty, err
 }
 
 // serves lists the controllers a stale group's directory in h can be used

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/jailrt/jail"
 )
@@ -187,6 +189,58 @@ func TestCgroupCleanAfterKill(t *testing.T) {
 	assert.Contains(t, out, "removed ")
 	assert.Empty(t, jailCgroups())
 	requireGone(t, "sleep 97561")
+}
+
+// TestCgroupCleanOrphanSession: a session whose PID 1 is gone and whose
+// state directory went too (removed by hand) leaves its group, which no
+// state names for `session gc` to find; `jail check --clean` removes it
+// once it is over a minute old (a younger empty group may be a session
+// being made), and never a live session's group, however old.
+func TestCgroupCleanOrphanSession(t *testing.T) {
+	if !hasCgroups() {
+		t.Skip("an unprivileged session has no cgroup here")
+	}
+	dir := sessionDir(t)
+	groupDirs := func(id string) []string {
+		var out []string
+		for _, d := range allJailCgroups() {
+			if strings.HasPrefix(filepath.Base(d), "jail-session-") && strings.HasSuffix(d, "-"+id) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	age := func(dirs []string) {
+		old := time.Now().Add(-2 * time.Minute)
+		for _, d := range dirs {
+			require.NoError(t, os.Chtimes(d, old, old))
+		}
+	}
+	live := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", live)
+	orphan := strings.TrimSpace(sessOK(t, dir, "create"))
+	orphanDirs := groupDirs(orphan)
+	require.NotEmpty(t, orphanDirs)
+	b, err := os.ReadFile(filepath.Join(dir, orphan, "state.json"))
+	require.NoError(t, err)
+	var st struct{ PID int }
+	require.NoError(t, json.Unmarshal(b, &st))
+	require.NoError(t, unix.Kill(st.PID, unix.SIGKILL))
+	require.Eventually(t, func() bool { return unix.Kill(st.PID, 0) == unix.ESRCH }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, orphan)))
+
+	out := runOK(t, "check", "--clean")
+	assert.NotContains(t, out, orphan, "under a minute old: left")
+	assert.Equal(t, orphanDirs, groupDirs(orphan))
+	age(orphanDirs)
+	age(groupDirs(live))
+	out = runOK(t, "check", "--clean")
+	for _, d := range orphanDirs {
+		assert.Contains(t, out, "removed "+d)
+	}
+	assert.Empty(t, groupDirs(orphan))
+	assert.NotEmpty(t, groupDirs(live), "a live session's group stays")
+	assert.Equal(t, "running", inspect(t, dir, live).State)
 }
 
 // TestCgroupNamespaceHidesTheHost is part of finding 14: on cgroup v1 the

@@ -257,6 +257,9 @@ echo ws > /workspace/w`, cd))
 	names := map[string]bool{}
 	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
 		names[h.Name] = true
+		if h.Name == "usr/bin/jail-it-new" {
+			assert.Equal(t, [2]int{1000, 1000}, [2]int{h.Uid, h.Gid}, "the workload's in the jail, as in workspace/")
+		}
 	}
 	for _, n := range []string{rel + "/canary", rel + "/.wh.gone", rel + "/.wh.mv", rel + "/mv2", rel + "/sub/", rel + "/sub/.wh..wh..opq", rel + "/sub/only", "usr/bin/jail-it-new", "workspace/w"} {
 		assert.True(t, names[n], "the export has %s", n)
@@ -403,6 +406,9 @@ func TestOverlayMasks(t *testing.T) {
 	require.NoError(t, unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"))
 	defer unix.Unmount(mnt, unix.MNT_DETACH)
 	r = sess(t, dir, "create", "--workspace", "overlay:16M")
+	if r.code == 0 {
+		sess(t, dir, "rm", strings.TrimSpace(r.stdout))
+	}
 	assert.Equal(t, 125, r.code)
 	assert.Contains(t, r.stderr, mnt+" is a mount of its own")
 }

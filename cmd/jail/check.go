@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/hostcheck"
 	"github.com/jailrt/jail/netns"
@@ -26,7 +28,8 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 			"and prints a verdict per feature (ok, warn, missing) with a fix for what is not ok.\n" +
 			"It exits 1 when a feature jail needs is missing.\n" +
 			"--clean removes instead what jail runs whose jail process died without cleaning up (kill -9)\n" +
-			"left: their cgroups, the leases, veth host ends and nftables chains of egress jails, and the\n" +
+			"left: their cgroups, the leases, veth host ends and nftables chains of egress jails, the\n" +
+			"cgroups of sessions whose PID 1 and state are both gone (empty, over a minute old), and the\n" +
 			"pid FIFOs of an unprivileged caller's pasta (in $TMPDIR, jail-pasta-PID-*);\n" +
 			"it prints each one.",
 		Args: cobra.NoArgs,
@@ -35,6 +38,13 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 				removed, err := cgroup.Prune(cgroup.Options{Parent: cgroupParent})
 				for _, d := range removed {
 					fmt.Fprintln(stdout, "removed", d)
+				}
+				removed, serr := jail.PruneSessionCgroups(cgroupParent)
+				for _, d := range removed {
+					fmt.Fprintln(stdout, "removed", d)
+				}
+				if serr != nil && !errors.Is(serr, jail.ErrNotSupported) {
+					err = errors.Join(err, serr)
 				}
 				for _, d := range netns.PruneUser() {
 					fmt.Fprintln(stdout, "removed", d)
