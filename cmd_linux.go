@@ -487,6 +487,9 @@ func (c *Cmd) buildNetwork() error {
 	link, err := netns.Setup(e, lease, ns)
 	if err != nil {
 		lease.Release()
+		if errors.Is(err, netns.ErrUnroutable) { // this host, not the setup (the server's 422, not 500)
+			return &FeatureError{Feature: "egress network", Reason: err.Error()}
+		}
 		return err
 	}
 	c.net = link

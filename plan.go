@@ -289,7 +289,7 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		cfg.Overlay = &rootfs.Overlay{SizeBytes: s.overlayBytes, Workspace: WorkspacePath, Hidden: hidden}
 		if s.overlayTree != "" {
 			cfg.Overlay.Lowers = map[string]string{}
-			for _, d := range rootfs.OverlayDirs(h.fs) {
+			for _, d := range rootfs.OverlayTargets(h.fs) {
 				// One the host gained since the snapshot has none.
 				if _, err := os.Lstat(path.Join(s.overlayTree, d)); err == nil {
 					cfg.Overlay.Lowers[d] = path.Join(s.overlayTree, d)

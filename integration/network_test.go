@@ -630,3 +630,23 @@ func TestNetworkEgressSession(t *testing.T) {
 	assert.NotContains(t, r.stdout, "short")
 	n.requireNoLeftovers(t)
 }
+
+// TestNetworkEgressUnroutable: an allow-list entry this host has no way
+// to (here: no route at all, in a network namespace of the test's own)
+// is something the host cannot enforce, refused as such (exit 125, and
+// the server's 422 UNENFORCEABLE: a FeatureError), not a failed setup.
+func TestNetworkEgressUnroutable(t *testing.T) {
+	if unprivileged {
+		t.Skip("an unprivileged caller's egress goes through pasta, which has no host route to check")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, "unshare", "--net", jailBin, "run", "--net", "egress", "--allow", "192.0.2.1:80", "--", "/bin/true")
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	err := c.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, errb.String())
+	assert.Equal(t, 125, ee.ExitCode())
+	assert.Contains(t, errb.String(), "egress network: allow 192.0.2.1:80: this host has no route to 192.0.2.1")
+}

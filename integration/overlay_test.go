@@ -164,10 +164,19 @@ func TestSessionOverlayWorkspace(t *testing.T) {
 echo changed >> canary; chmod 600 canary; rm gone; mv mv mv2; echo new > new
 rm -r sub; mkdir sub; echo only > sub/only
 echo '#!/bin/sh' > /usr/bin/jail-it-new; chmod +x /usr/bin/jail-it-new
+echo 'svc:x:1001:1001::/home/svc:/bin/sh' >> /etc/passwd; mkdir -p /opt/tool /home/svc; echo v1 > /opt/tool/version
 echo ws > /workspace/w`, cd))
-	want := "host file\nchanged\n600\ncanary\nmv2\nnew\nprivate\nsecret\nsub\nonly\nws\n"
+	want := "host file\nchanged\n600\ncanary\nmv2\nnew\nprivate\nsecret\nsub\nonly\nws\nsvc\nv1\n"
 	tree := func(id string) string {
-		return ok("exec", id, "--", "sh", "-c", fmt.Sprintf("cd %s; cat canary; stat -c %%a canary; ls; ls sub; cat /workspace/w; test -x /usr/bin/jail-it-new", cd))
+		return ok("exec", id, "--", "sh", "-c", fmt.Sprintf("cd %s; cat canary; stat -c %%a canary; ls; ls sub; cat /workspace/w; test -x /usr/bin/jail-it-new; "+
+			"grep -o '^svc' /etc/passwd; cat /opt/tool/version; test -d /home/svc", cd))
+	}
+	// /etc is jail's own, writable like the rest; the host's files it
+	// binds stay read-only, and the root's own directory too.
+	for _, try := range []string{"touch /etc/ssl/jail-it", "echo x > /etc/ld.so.cache", "mkdir /jail-it"} {
+		r := s("exec", id, "--", "sh", "-c", try)
+		assert.NotEqual(t, 0, r.code, try)
+		assert.Contains(t, r.stderr, "Read-only file system", try)
 	}
 	assert.Equal(t, want, tree(id))
 	c.unchanged(t)
@@ -261,7 +270,7 @@ echo ws > /workspace/w`, cd))
 			assert.Equal(t, [2]int{1000, 1000}, [2]int{h.Uid, h.Gid}, "the workload's in the jail, as in workspace/")
 		}
 	}
-	for _, n := range []string{rel + "/canary", rel + "/.wh.gone", rel + "/.wh.mv", rel + "/mv2", rel + "/sub/", rel + "/sub/.wh..wh..opq", rel + "/sub/only", "usr/bin/jail-it-new", "workspace/w"} {
+	for _, n := range []string{rel + "/canary", rel + "/.wh.gone", rel + "/.wh.mv", rel + "/mv2", rel + "/sub/", rel + "/sub/.wh..wh..opq", rel + "/sub/only", "usr/bin/jail-it-new", "workspace/w", "etc/passwd", "opt/tool/version"} {
 		assert.True(t, names[n], "the export has %s", n)
 	}
 
@@ -270,6 +279,7 @@ echo ws > /workspace/w`, cd))
 	// snapshot's are back; a command that was running is gone.
 	ok("exec", id, "--", "sh", "-c", fmt.Sprintf(`set -e; cd %s
 echo after >> mv2; rm new; echo later > later; rm -r /usr/share/common-licenses; rm /usr/bin/jail-it-new; rm /workspace/w
+echo v2 > /opt/tool/version; sed -i /^svc:/d /etc/passwd; rm -r /home/svc
 for d in $(seq 40); do mkdir -p /usr/local/deep/$d/a/b/c; for f in $(seq 30); do echo $f > /usr/local/deep/$d/a/b/c/$f; done; done
 mkdir -p /usr/local/deepest/$(seq -s / 300)`, cd))
 	marker, script := sleepMarker(60)

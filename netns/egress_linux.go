@@ -456,6 +456,11 @@ func ipNet(a netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, a.BitLen())}
 }
 
+// ErrUnroutable says an allow-list entry cannot be reached from this host
+// as it is (no route, or a way out that does not forward): the host
+// cannot enforce it, which is no failure of the setup.
+var ErrUnroutable = errors.New("not reachable from this host")
+
 // checkRoutes refuses a jail whose /30 overlaps a route of the host's
 // (another jail's, or a network of the host's own when the pool was
 // chosen badly), and an allowed destination this host would not forward
@@ -501,7 +506,7 @@ func checkRoutes(e *Egress) error {
 			if !d.Prefix.IsSingleIP() {
 				continue // a network with no route to this one of its hosts: nothing to judge
 			}
-			return fmt.Errorf("allow %s: this host has no route to %s", d.Raw, probe)
+			return fmt.Errorf("allow %s: this host has no route to %s: %w", d.Raw, probe, ErrUnroutable)
 		}
 		name := linkName(rs[0].LinkIndex)
 		if name == "lo" || rs[0].Type == unix.RTN_LOCAL {
@@ -512,7 +517,7 @@ func checkRoutes(e *Egress) error {
 			return fmt.Errorf("allow %s: forwarding of %s: %w", d.Raw, name, err)
 		}
 		if strings.TrimSpace(string(b)) != "1" {
-			return fmt.Errorf("allow %s: the way there is dev %s, which does not forward (net.ipv4.conf.%s.forwarding=0); jail changes no host-wide setting: enable it (sysctl -w net.ipv4.conf.%s.forwarding=1, or net.ipv4.ip_forward=1)", d.Raw, name, name, name)
+			return fmt.Errorf("allow %s: the way there is dev %s, which does not forward (net.ipv4.conf.%s.forwarding=0); jail changes no host-wide setting: enable it (sysctl -w net.ipv4.conf.%s.forwarding=1, or net.ipv4.ip_forward=1): %w", d.Raw, name, name, name, ErrUnroutable)
 		}
 	}
 	return nil

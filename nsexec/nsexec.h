@@ -144,7 +144,7 @@ struct plan {
  * answers "1" when it is done, "0" when it failed, and then ends the
  * session: an overlay may be left without the masks the plan put on it. */
 #define CTL_RESET_LAYERS 'L'
-#define MAX_LAYER_TREES 8
+#define MAX_LAYER_TREES 16
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */
 enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED, MSG_SECCOMP, MSG_PTY };

@@ -86,7 +86,7 @@ func Deadlines(ttl, idle *time.Duration) []byte {
 func ResetLayers() []byte { return []byte{ctlResetLayers} }
 
 // MaxLayerTrees is how many layer trees a ResetLayers packet may carry.
-const MaxLayerTrees = 8
+const MaxLayerTrees = 16
 
 const (
 	ctlDeadlines    = 'D'

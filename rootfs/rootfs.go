@@ -157,6 +157,19 @@ type Plan struct {
 // recreated as symlinks where the host has symlinks.
 var systemDirs = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr"}
 
+// overlayRootDirs are the directories of the default root an [Overlay]
+// makes writable beside the host's: jail's own /etc, and the places
+// software is installed or keeps its state, which the root has not
+// otherwise. The root's own directory stays read-only.
+var overlayRootDirs = []string{"/etc", "/home", "/mnt", "/opt", "/root", "/srv", "/var"}
+
+// OverlayTargets returns every directory an [Overlay] makes writable on
+// host h, in the order of the plan: [OverlayDirs], then /etc, /home,
+// /mnt, /opt, /root, /srv and /var.
+func OverlayTargets(h Host) []string {
+	return append(OverlayDirs(h), overlayRootDirs...)
+}
+
 // etcBinds are the host /etc entries programs need, bound read-only when
 // present: the loader cache, TLS roots, alternatives (Debian's /usr/bin/awk
 // points there), name-service tables and the time zone.
@@ -208,16 +221,10 @@ func Build(c Config, h Host) (Plan, error) {
 	if c.Overlay != nil && c.Dir != "" {
 		return Plan{}, fmt.Errorf("an overlay is made over the default root's system directories, and a root directory has none")
 	}
-	// system binds a host directory read-only, or with an overlay over it.
-	system := func(d string, file bool) {
-		m := bindOp(d, d, ro, file)
-		if c.Overlay == nil || file {
-			add(m)
-			return
-		}
-		m.Flags |= nsexec.OpTree
+	// layered mounts an overlay on d, over what the plan put there (its
+	// lower layer) and a snapshot's tree, if it has one.
+	layered := func(d string) {
 		upper, work, lower := path.Join(OverlayDir, "upper", d), path.Join(OverlayDir, "work", d), path.Join(OverlayDir, "lower", d)
-		add(m)
 		add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: upper, Mode: 0o755})
 		add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: work, Mode: 0o755})
 		add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: lower, Mode: 0o755})
@@ -226,6 +233,17 @@ func Build(c Config, h Host) (Plan, error) {
 		}
 		add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpLayers, FSType: "overlay", Target: d, Attr: safe,
 			Data: nsexec.FSOptions("lowerdir="+lower+":"+d, "upperdir="+upper, "workdir="+work, "userxattr")})
+	}
+	// system binds a host directory read-only, or with an overlay over it.
+	system := func(d string, file bool) {
+		m := bindOp(d, d, ro, file)
+		if c.Overlay == nil || file {
+			add(m)
+			return
+		}
+		m.Flags |= nsexec.OpTree
+		add(m)
+		layered(d)
 		for _, hp := range c.Overlay.Hidden {
 			if !strings.HasPrefix(hp.Path, d+"/") {
 				continue
@@ -258,9 +276,29 @@ func Build(c Config, h Host) (Plan, error) {
 			add(f)
 		}
 		for _, e := range etcBinds {
-			if link, ok := h.Links[e]; ok {
-				add(nsexec.Mount{Kind: nsexec.OpSymlink, Target: e, Data: []byte(link)})
-			} else if h.Exists[e] {
+			switch _, link := h.Links[e]; {
+			case link:
+				add(nsexec.Mount{Kind: nsexec.OpSymlink, Target: e, Data: []byte(h.Links[e])})
+			case c.Overlay != nil && h.Exists[e] && h.IsFile(e):
+				add(nsexec.Mount{Kind: nsexec.OpWriteFile, Target: e, Mode: 0o644}) // the bind's mount point
+			case c.Overlay != nil && h.Exists[e]:
+				add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: e, Mode: 0o755})
+			}
+		}
+		if c.Overlay != nil {
+			// Writable too: jail's own /etc, with all the above as its
+			// lower layer (the host's files it binds stay read-only
+			// binds, on top), and the places software is installed or
+			// keeps its state, empty below.
+			for _, d := range overlayRootDirs {
+				if d != "/etc" {
+					add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: d, Mode: 0o755})
+				}
+				layered(d)
+			}
+		}
+		for _, e := range etcBinds {
+			if _, link := h.Links[e]; !link && h.Exists[e] {
 				add(bindOp(e, e, ro, h.IsFile(e)))
 			}
 		}

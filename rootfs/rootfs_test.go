@@ -171,11 +171,27 @@ func TestOverlayLayers(t *testing.T) {
 				assert.Contains(t, string(o.Data), "upperdir="+OverlayDir+"/upper"+m.Target+"\x00")
 				overlays[m.Target] = true
 			case m.Kind == nsexec.OpFS && m.FSType == "overlay":
-				assert.True(t, overlays[m.Target], "an overlay on %s with no tree under it", m.Target)
-				overlayAt = i
+				if m.Target == "/usr" {
+					assert.True(t, overlays[m.Target], "an overlay on %s with no tree under it", m.Target)
+					overlayAt = i
+					continue
+				}
+				// The root's own: over what the plan made there (/etc's
+				// files), with the host's /etc binds on top, read-only.
+				assert.True(t, slices.ContainsFunc(p.Mounts[:i], func(o nsexec.Mount) bool { return o.Kind == nsexec.OpMkdir && o.Target == m.Target }), m.Target)
+				assert.Contains(t, string(m.Data), "lowerdir="+OverlayDir+"/lower"+m.Target+":"+m.Target+"\x00")
+				overlays[m.Target] = true
+				if m.Target == "/etc" {
+					k := slices.IndexFunc(p.Mounts, func(o nsexec.Mount) bool { return o.Target == "/etc/ssl" && o.Kind == nsexec.OpBind })
+					assert.Greater(t, k, i, "/etc's binds go on the overlay")
+					assert.NotZero(t, p.Mounts[k].Attr&nsexec.AttrRdonly)
+					assert.Less(t, slices.IndexFunc(p.Mounts, func(o nsexec.Mount) bool { return o.Target == "/etc/passwd" }), i, "jail's /etc is its lower layer")
+				}
 			}
 		}
-		assert.Equal(t, map[string]bool{"/usr": true}, overlays, "/etc's binds (private keys among them) stay read-only binds")
+		assert.Equal(t, map[string]bool{"/usr": true, "/etc": true, "/home": true, "/mnt": true, "/opt": true, "/root": true, "/srv": true, "/var": true}, overlays,
+			"/etc's binds (private keys among them) stay read-only binds")
+		assert.Equal(t, []string{"/usr", "/etc", "/home", "/mnt", "/opt", "/root", "/srv", "/var"}, OverlayTargets(debianHost()))
 		if lowers == nil {
 			assert.Nil(t, snapshot)
 		} else if assert.NotNil(t, snapshot, "the snapshot's tree") {

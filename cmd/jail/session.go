@@ -135,7 +135,7 @@ nothing is left.`,
 	fl.DurationVar(&ttl, "ttl", 0, "end the session this long after it started (0: never)")
 	fl.DurationVar(&idle, "idle-timeout", 0, "end the session once no command has run in it for this long (0: never)")
 	fl.BoolVar(&asJSON, "json", false, "print the session's document (jail.session/v1) instead of its id")
-	fl.StringVar(&workspace, "workspace", "tmpfs", "the session's workspace at /workspace: `tmpfs[:SIZE]` (default 256M; counts against --memory), dir[:SIZE] (a host directory in --workspace-dir, default 1G, bounded by a project quota), overlay[:SIZE] (as tmpfs, and /usr writable through an overlay whose changes it holds; what root keeps from others there masked; root, Linux 6.6), or none")
+	fl.StringVar(&workspace, "workspace", "tmpfs", "the session's workspace at /workspace: `tmpfs[:SIZE]` (default 256M; counts against --memory), dir[:SIZE] (a host directory in --workspace-dir, default 1G, bounded by a project quota), overlay[:SIZE] (as tmpfs, and /usr, /etc, /home, /mnt, /opt, /root, /srv and /var writable through overlays whose changes it holds; what root keeps from others in /usr masked; root, Linux 6.6), or none")
 	fl.StringVar(&from, "from", "", "make the session from `SNAPSHOT` (an id or a name): its jail, and a copy of its files")
 	return cmd
 }
