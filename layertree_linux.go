@@ -135,6 +135,9 @@ func useSnapshot(sdir, base, id string) (string, error) {
 	if err := os.Mkdir(users, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", err
 	}
+	if base, err = filepath.Abs(base); err != nil {
+		return "", err
+	}
 	h := sha256.Sum256([]byte(base))
 	mark := filepath.Join(users, fmt.Sprintf("%s-%x", id, h[:6]))
 	b, err := json.Marshal(snapshotUser{StateDir: base, ID: id})
@@ -147,8 +150,11 @@ func useSnapshot(sdir, base, id string) (string, error) {
 	return mark, nil
 }
 
-// snapshotUsers returns the sessions that have snapshot sdir's tree as a
-// lower layer and are up, removing the records of those that are not.
+// snapshotUsers returns the sessions that have, or may have, snapshot
+// sdir's tree as a lower layer, removing the records of those that are
+// gone. A session is gone once its state directory is, or its state says
+// its PID 1 is; one whose directory has no state yet is being made (its
+// record is written before its state) and counts.
 // The caller holds the snapshot's lock.
 func snapshotUsers(sdir string) ([]string, error) {
 	users := filepath.Join(sdir, usersDir)
@@ -167,8 +173,19 @@ func snapshotUsers(sdir string) ([]string, error) {
 			return nil, err
 		}
 		var u snapshotUser
-		if err := json.Unmarshal(b, &u); err == nil && validSessionID(u.ID) {
-			if st, err := readState(filepath.Join(u.StateDir, u.ID), u.ID); err == nil && st.LowerMark == mark {
+		if err := json.Unmarshal(b, &u); err == nil && validSessionID(u.ID) && filepath.IsAbs(u.StateDir) {
+			dir := filepath.Join(u.StateDir, u.ID)
+			st, err := readState(dir, u.ID)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				if _, derr := os.Lstat(dir); derr == nil {
+					up = append(up, u.ID) // being made
+					continue
+				}
+			case err != nil:
+				up = append(up, u.ID) // unreadable: never removed on a guess
+				continue
+			default:
 				if fd, err := st.pidfdOf(); err == nil {
 					unix.Close(fd)
 					up = append(up, u.ID)
@@ -187,8 +204,9 @@ func snapshotUsers(sdir string) ([]string, error) {
 // (a session's, in the order of its plan) as the detached, read-only
 // mount rootfs.Build makes of it for a new session, id-mapped to the
 // session's workload: what a restore hands its PID 1
-// (nsexec.ResetLayers). The tree has a directory for each (a restore
-// is of a snapshot of the same overlays).
+// (nsexec.ResetLayers). A directory the tree lacks (an overlay the
+// snapshot's session had not, an older jail's snapshot) is made in it,
+// empty: no changes.
 func lowerTrees(tree string, layers []string, st *sessionState) (_ []*os.File, retErr error) {
 	if len(layers) > nsexec.MaxLayerTrees {
 		return nil, fmt.Errorf("%d overlays: a restore hands PID 1 at most %d layer trees", len(layers), nsexec.MaxLayerTrees)
@@ -206,6 +224,9 @@ func lowerTrees(tree string, layers []string, st *sessionState) (_ []*os.File, r
 	}()
 	for _, l := range layers {
 		p := filepath.Join(tree, strings.TrimPrefix(filepath.Clean(l), "/"))
+		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
 		d, err := openDirNoFollow(p)
 		if err != nil {
 			return nil, err

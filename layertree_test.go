@@ -53,3 +53,23 @@ func TestLayerTreeOfOlderSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, tree, again)
 }
+
+// TestSnapshotUsers: a record of a session whose directory has no state
+// yet (being made: the record is written first) keeps the snapshot; one
+// whose directory is gone does not, and goes.
+func TestSnapshotUsers(t *testing.T) {
+	sdir, base := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(sdir, "snapshot.json"), nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(sdir, "lock"), nil, 0o600))
+	require.NoError(t, os.Mkdir(filepath.Join(base, "abc123"), 0o700))
+	mark, err := useSnapshot(sdir, base, "abc123")
+	require.NoError(t, err)
+	users, err := snapshotUsers(sdir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"abc123"}, users, "being made")
+	require.NoError(t, os.Remove(filepath.Join(base, "abc123")))
+	users, err = snapshotUsers(sdir)
+	require.NoError(t, err)
+	assert.Empty(t, users)
+	assert.NoFileExists(t, mark, "a gone session's record goes")
+}

@@ -92,6 +92,13 @@ func ownDir(what, d string, def func() (string, error), mode os.FileMode) (strin
 			return "", err
 		}
 	}
+	// Absolute: a session's state records paths in these (its workspace,
+	// the snapshot tree it has as a lower layer) that other processes,
+	// from another directory, read.
+	d, err := filepath.Abs(d)
+	if err != nil {
+		return "", err
+	}
 	if err := os.MkdirAll(d, mode); err != nil {
 		return "", err
 	}

@@ -487,8 +487,16 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 	if h := specHash(st.Spec, st.Workspace); h != meta.SpecHash {
 		return &SpecError{Field: "snapshot", Value: meta.ID, Err: fmt.Errorf("was taken of a session of another Spec (session %s): restore it into a session made from it (create --from)", meta.SessionID)}
 	}
-	if !slices.Equal(st.Layers, meta.Layers) {
-		return &SpecError{Field: "snapshot", Value: meta.ID, Err: fmt.Errorf("holds the changes of overlays %v, and session %s has %v: restore it into a session made from it (create --from)", meta.Layers, s.id, st.Layers)}
+	for _, l := range meta.Layers {
+		if !slices.Contains(st.Layers, l) {
+			return &SpecError{Field: "snapshot", Value: meta.ID, Err: fmt.Errorf("holds the changes of overlays %v, and session %s has %v: make a session from it (create --from)", meta.Layers, s.id, st.Layers)}
+		}
+	}
+	if len(st.Layers) > 0 && !st.LowerSlots {
+		// Its PID 1 is of a jail from before restores kept an overlay's
+		// masks: made again by it, the overlays would show the host's
+		// private files.
+		return fmt.Errorf("session %s was made by an older jail, whose PID 1 cannot make its overlays again safely: make a new session from the snapshot (create --from): %w", s.id, ErrNotSupported)
 	}
 	if st.CgroupName != "" {
 		g, err := cgroup.Load(st.Cgroup, st.CgroupName)
@@ -514,7 +522,7 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 		return fmt.Errorf("session %s has an overlay workspace and no cgroup to end its commands with: %w", s.id, ErrNotSupported)
 	}
 	if len(st.Layers) > 0 {
-		if err := s.restoreLayers(ctx, dir, st, sdir, meta); err != nil {
+		if err := s.restoreLayers(dir, st, sdir, meta); err != nil {
 			return err
 		}
 		if err := writeState(dir, st); err != nil { // the lower layer it has now
@@ -542,31 +550,11 @@ func (s *Session) Restore(ctx context.Context, id string) error {
 // undoing a change to a host file takes its copy out of the upper layer,
 // which an overlay does not allow while mounted, so PID 1 makes the
 // overlays again with empty upper layers, and the snapshot's layer tree
-// as their lower layer: nothing is copied. A session made before
-// overlays had a place for one gets the tree's changes applied through
-// its new overlays instead, as files. The caller holds the lock and has
-// ended every command; st is updated, not written.
-func (s *Session) restoreLayers(ctx context.Context, dir string, st *sessionState, sdir string, meta *snapshotMeta) error {
+// as their lower layer: nothing is copied. The caller holds the lock and
+// has ended every command; st is updated, not written.
+func (s *Session) restoreLayers(dir string, st *sessionState, sdir string, meta *snapshotMeta) error {
 	tree, err := layerTree(sdir, meta)
 	if err != nil {
-		return err
-	}
-	if !st.LowerSlots {
-		if err := s.resetLayers(dir, nil); err != nil {
-			return err
-		}
-		t, err := openDirNoFollow(tree)
-		if err != nil {
-			return err
-		}
-		defer t.Close()
-		pr, pw := io.Pipe()
-		go func() {
-			_, _, err := jailfs.ArchiveLayerTree(t, st.Layers, pw)
-			pw.CloseWithError(err)
-		}()
-		defer pr.Close()
-		_, err = s.fileOpHeld(ctx, &heldSession{dir, st}, false, jailfs.Request{Op: jailfs.OpPutTar, Path: "/", Layers: st.Layers}, pr, nil)
 		return err
 	}
 	mark, err := useSnapshot(sdir, filepath.Dir(dir), s.id)
@@ -574,14 +562,17 @@ func (s *Session) restoreLayers(ctx context.Context, dir string, st *sessionStat
 		return err
 	}
 	trees, err := lowerTrees(tree, st.Layers, st)
-	if err == nil {
-		err = s.resetLayers(dir, trees)
-		closeAll(trees)
-	}
 	if err != nil {
 		if mark != st.LowerMark {
 			_ = os.Remove(mark)
 		}
+		return err
+	}
+	err = s.resetLayers(dir, trees)
+	closeAll(trees)
+	if err != nil {
+		// PID 1 may have the tree now, or have ended the session: the
+		// record stays, and goes with the session (snapshotUsers).
 		return err
 	}
 	if st.LowerMark != "" && st.LowerMark != mark {

@@ -249,6 +249,11 @@ echo ws > /workspace/w`, cd))
 	r = runJail(t, "snapshot", "rm", "--snapshot-dir", snaps, snap.ID)
 	assert.Equal(t, 125, r.code)
 	assert.Contains(t, r.stderr, "is the lower layer of the overlays of session "+from)
+	relRm := jailCmd(t.Context(), "snapshot", "rm", "--snapshot-dir", filepath.Base(snaps), snap.ID)
+	relRm.Dir = filepath.Dir(snaps)
+	out, err := relRm.CombinedOutput()
+	assert.Error(t, err, "refused whatever directory names the snapshots: %s", out)
+	assert.Contains(t, string(out), "is the lower layer of the overlays of session "+from)
 	from2 := strings.TrimSpace(ok("create", "--from", snap2.ID))
 	defer sess(t, dir, "rm", from2)
 	assert.Equal(t, "second\n", ok("exec", from2, "--", "cat", cd+"/second"))
@@ -326,7 +331,8 @@ mkdir -p /usr/local/deepest/$(seq -s / 300)`, cd))
 	runOK(t, "snapshot", "rm", "--snapshot-dir", snaps, snap.ID) // no session has its tree now
 
 	// A session made before overlays had a mount point for a tree (its
-	// state says so) is restored by copying the tree's changes in.
+	// state says so) has a PID 1 that dropped an overlay's masks when it
+	// made it again: its restore is refused, and it stays as it was.
 	old := strings.TrimSpace(ok("create", "--workspace", "overlay:32M", "--ro-bind", bsrc+":"+bound))
 	defer sess(t, dir, "rm", old)
 	stateFile := filepath.Join(dir, old, "state.json")
@@ -335,10 +341,10 @@ mkdir -p /usr/local/deepest/$(seq -s / 300)`, cd))
 	slots := regexp.MustCompile(`,\s*"lower_slots": true`)
 	require.True(t, slots.Match(b), "the state says the overlays have mount points for a tree")
 	require.NoError(t, os.WriteFile(stateFile, slots.ReplaceAll(b, nil), 0o600))
-	ok("restore", old, snap2.ID)
-	assert.Equal(t, "second\n", ok("exec", old, "--", "cat", cd+"/second"))
-	assert.Equal(t, "", lowerMount(old))
-	assert.NotEqual(t, "0\n", ok("exec", old, "--", "sh", "-c", "find /.overlay/upper/usr -mindepth 1 | wc -l"), "copied into the upper layer")
+	r = s("restore", old, snap2.ID)
+	assert.Equal(t, 125, r.code)
+	assert.Contains(t, r.stderr, "was made by an older jail")
+	assert.Equal(t, "running", inspect(t, dir, old).State)
 
 	ok("rm", id)
 	c.unchanged(t)
@@ -421,4 +427,46 @@ func TestOverlayMasks(t *testing.T) {
 	}
 	assert.Equal(t, 125, r.code)
 	assert.Contains(t, r.stderr, mnt+" is a mount of its own")
+}
+
+// TestOverlayRestoreMasksAgain: a mask the plan skipped because the
+// session's snapshot tree shadowed its target (a symlink the workload
+// made where the host later made a private directory) is mounted when a
+// restore to another tree shows the target; a Spec mount on one of the
+// overlaid directories does not make the restore fail.
+func TestOverlayRestoreMasksAgain(t *testing.T) {
+	if unprivileged || !kernelAtLeast(t, 6, 6) {
+		t.Skip("an overlay workspace needs root and Linux 6.6 (TestSessionOverlayWorkspace checks the refusal)")
+	}
+	dir, snaps := sessionDir(t), snapDir(t)
+	ok := func(sub string, args ...string) string {
+		t.Helper()
+		r := sess(t, dir, sub, append([]string{"--snapshot-dir", snaps}, args...)...)
+		require.Equal(t, 0, r.code, "session %s %v: %s", sub, args, r.stderr)
+		return strings.TrimSpace(r.stdout)
+	}
+	late, err := os.MkdirTemp("/usr/local/share", "jail-it-late-")
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(late)) // a name only, for now
+	t.Cleanup(func() { os.RemoveAll(late) })
+
+	a := ok("create", "--workspace", "overlay:16M", "--tmpfs", "/mnt:size=1M")
+	defer sess(t, dir, "rm", a)
+	s0 := ok("snapshot", a)
+	ok("exec", a, "--", "ln", "-s", "/nonexistent", late)
+	s1 := ok("snapshot", a)
+	// The host's root makes it a private directory since.
+	require.NoError(t, os.Mkdir(late, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(late, "key"), []byte("LATE SECRET\n"), 0o600))
+
+	b := ok("create", "--from", s1)
+	defer sess(t, dir, "rm", b)
+	r := sess(t, dir, "exec", b, "--", "cat", late+"/key")
+	assert.NotEqual(t, 0, r.code, "the snapshot's symlink shadows it")
+	ok("restore", b, s0)
+	r = sess(t, dir, "exec", b, "--", "sh", "-c", "cat "+late+"/key; ls "+late)
+	assert.NotEqual(t, 0, r.code)
+	assert.NotContains(t, r.stdout, "SECRET", "the host's private directory, shown by the restore, is masked")
+	assert.Contains(t, r.stderr, "Permission denied")
+	ok("exec", b, "--", "sh", "-c", "echo still > /mnt/x && cat /mnt/x")
 }

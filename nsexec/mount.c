@@ -709,6 +709,47 @@ __attribute__((cold)) static int put_back_kept(int n)
 	return r;
 }
 
+/* mask_again mounts the optional ops (the masks of the host's private
+ * files) after overlay op i, below its target, that the plan skipped
+ * because their target did not exist then: with another lower layer it
+ * may now (a snapshot's tree no longer shadowing it). A file's mask is a
+ * clone of the jail's /dev/null, checked to be the device: the host's,
+ * which the plan bound, is closed by now. */
+__attribute__((cold)) static int mask_again(struct plan *p, size_t i)
+{
+	const char *t = p->mounts[i].target;
+	size_t tl = strlen(t);
+	for (size_t j = i + 1; j < p->nmounts; j++) {
+		struct mount_op *m = &p->mounts[j];
+		if (m->applied || !(m->flags & OPF_OPTIONAL) || (m->kind != OP_BIND && m->kind != OP_FS) ||
+		    strncmp(m->target, t, tl) != 0 || m->target[tl] != '/')
+			continue;
+		int tfd = open_in_root(m->target, O_PATH, 0), fd = -1, r = -1;
+		if (tfd < 0) {
+			if (errno == ENOENT) continue; /* nothing to mask */
+			return -1;
+		}
+		if (m->kind == OP_FS) {
+			fd = fs_mount(m);
+		} else {
+			struct stat st;
+			int nfd = open_in_root("/dev/null", O_PATH | O_NOFOLLOW, 0);
+			if (nfd >= 0 && fstat(nfd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) fd = clone_tree(nfd);
+			else if (nfd >= 0) errno = EPERM;
+			if (nfd >= 0) { int e = errno; close(nfd); errno = e; }
+			if (fd >= 0 && sys_mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, m->attr) < 0) { int e = errno; close(fd); fd = -1; errno = e; }
+		}
+		if (fd >= 0) r = sys_move_mount(fd, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+		int e = errno;
+		if (fd >= 0) close(fd);
+		close(tfd);
+		errno = e;
+		if (r < 0) return -1;
+		m->applied = 1; /* kept by the next reset */
+	}
+	return 0;
+}
+
 /* put_tree puts the detached mount tree at the mount point of overlay
  * op m's upper lower layer (the first path of its lowerdir), detaching
  * what was mounted there. */
@@ -735,7 +776,9 @@ __attribute__((cold)) static int put_tree(const struct mount_op *m, int tree)
  * the layers' file system, read-only at its own mount point, is writable
  * meanwhile. In the order of the plan, with the same options as at the
  * start; what the plan mounted below an overlay (keep_submounts) is on
- * the new one before its layers' file system is read-only again. With
+ * the new one before its layers' file system is read-only again, and so
+ * is every mask the plan skipped whose target is there now (mask_again).
+ * With
  * ntrees (one per overlay, in order), each tree becomes its overlay's
  * upper lower layer (put_tree): a snapshot's, restored. On
  * failure, the caller ends the session: an overlay may have been left
@@ -768,6 +811,7 @@ __attribute__((cold)) int reset_layers(struct plan *p, const int *trees, int ntr
 		if (tfd >= 0) close(tfd);
 		if (r == 0 && put_back_kept(kept) < 0) r = -1, e = errno;
 		else if (r < 0) drop_kept(kept);
+		if (r == 0 && mask_again(p, i) < 0) r = -1, e = errno;
 		if (r == 0) {
 			drop_aside(upper, old_upper);
 			drop_aside(work, old_work);

@@ -31,6 +31,7 @@
 #include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -234,10 +235,15 @@ func Build(c Config, h Host) (Plan, error) {
 		add(nsexec.Mount{Kind: nsexec.OpFS, Flags: nsexec.OpLayers, FSType: "overlay", Target: d, Attr: safe,
 			Data: nsexec.FSOptions("lowerdir="+lower+":"+d, "upperdir="+upper, "workdir="+work, "userxattr")})
 	}
+	// covered says a mount of the Spec's is on d itself: d is not
+	// overlaid (the mount hides whatever is below it).
+	covered := func(d string) bool {
+		return slices.ContainsFunc(c.Mounts, func(m mounts.Mount) bool { return path.Clean(m.Target) == d })
+	}
 	// system binds a host directory read-only, or with an overlay over it.
 	system := func(d string, file bool) {
 		m := bindOp(d, d, ro, file)
-		if c.Overlay == nil || file {
+		if c.Overlay == nil || file || covered(d) {
 			add(m)
 			return
 		}
@@ -291,6 +297,9 @@ func Build(c Config, h Host) (Plan, error) {
 			// binds, on top), and the places software is installed or
 			// keeps its state, empty below.
 			for _, d := range overlayRootDirs {
+				if covered(d) {
+					continue
+				}
 				if d != "/etc" {
 					add(nsexec.Mount{Kind: nsexec.OpMkdir, Target: d, Mode: 0o755})
 				}

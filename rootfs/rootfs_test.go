@@ -258,3 +258,18 @@ func TestRootFSType(t *testing.T) {
 	assert.Equal(t, "ext4", rootFSType(mounts.Table{initramfs, ext4, proc}))
 	assert.Equal(t, "", rootFSType(mounts.Table{proc}))
 }
+
+// TestOverlayCoveredByAMount: a directory the Spec mounts something on
+// itself is not overlaid (the mount hides it; a restore would find the
+// overlay busy under it); one below is, with the mount on top.
+func TestOverlayCoveredByAMount(t *testing.T) {
+	p, err := Build(Config{UID: 1000, GID: 1000, Overlay: &Overlay{SizeBytes: 1 << 20, Workspace: "/workspace"},
+		Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/mnt", SizeBytes: 1 << 20}, {Type: mounts.Tmpfs, Target: "/var/cache/x", SizeBytes: 1 << 20}}}, debianHost())
+	require.NoError(t, err)
+	overlay := func(d string) bool {
+		return slices.ContainsFunc(p.Mounts, func(m nsexec.Mount) bool { return m.Kind == nsexec.OpFS && m.FSType == "overlay" && m.Target == d })
+	}
+	assert.False(t, overlay("/mnt"))
+	assert.True(t, overlay("/var"))
+	assert.True(t, overlay("/usr"))
+}
