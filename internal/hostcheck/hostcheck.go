@@ -130,7 +130,7 @@ func overlayFeature(release string, euid int) Feature {
 		f.Fix = "run as root"
 	default:
 		f.Verdict = OK
-		f.Detail = "sessions may have a writable /usr (and the root's other host directories): overlays over id-mapped host directories, changes in the session's tmpfs"
+		f.Detail = "sessions may have a writable root (/usr and the other host directories it binds, over id-mapped host directories, and /etc, /opt, /var...): overlays whose changes are in the session's tmpfs"
 	}
 	return f
 }
