@@ -823,7 +823,15 @@ func (m *Sessions) cleanup(dir string, st *sessionState) error {
 			return err
 		}
 	} else {
-		// A create killed before it wrote its state may have made a dir
+		// A create killed before it wrote its state may have cloned the
+		// session's PID 1 (its lock is free: the creator is gone): its
+		// group, named after the session, ends it, and whatever it
+		// started, as Remove would. One made with another cgroup parent
+		// is not found here.
+		if _, err := cgroup.DestroyNamed(cgroup.Options{}, sessionCgroupName(filepath.Dir(dir), filepath.Base(dir))); err != nil {
+			m.log().Warn("a session whose creation was killed: its cgroup", "dir", dir, "err", err)
+		}
+		// It may have made a dir
 		// workspace: the one of that id in this manager's directory, if
 		// there is one jail made.
 		base := m.WorkspaceDir

@@ -22,6 +22,9 @@ func New(Limits, Options) (*Group, error) { return nil, errNotLinux }
 // Prune returns an error matching [errors.ErrUnsupported].
 func Prune(Options) ([]string, error) { return nil, errNotLinux }
 
+// DestroyNamed returns an error matching [errors.ErrUnsupported].
+func DestroyNamed(Options, string) ([]string, error) { return nil, errNotLinux }
+
 // PruneEmpty returns an error matching [errors.ErrUnsupported].
 func PruneEmpty(Options, string, time.Duration) ([]string, error) { return nil, errNotLinux }
 

@@ -156,6 +156,32 @@ func PruneEmpty(o Options, prefix string, minAge time.Duration) ([]string, error
 	return removed, errors.Join(append(errs, err)...)
 }
 
+// DestroyNamed destroys the group named name under this process's own
+// cgroups or o.Parent, in every hierarchy jail uses, killing what runs
+// in it, and returns the directories it removed: a session's whose
+// creator died before it wrote the state that names it.
+func DestroyNamed(o Options, name string) ([]string, error) {
+	if name == "" || name != path.Base(name) || name == "." || name == ".." {
+		return nil, fmt.Errorf("cgroup: DestroyNamed: %q is not a group's name", name)
+	}
+	f, err := gatherFacts(o, []string{})
+	if err != nil {
+		return nil, fmt.Errorf("probe cgroups: %w", err)
+	}
+	groups := map[string]*Group{}
+	for _, h := range f.used() {
+		parentCg := f.parentCg(h)
+		parent := h.Dir(parentCg)
+		if parent == "" {
+			continue
+		}
+		if st, err := os.Lstat(path.Join(parent, name)); err == nil && st.IsDir() {
+			addDir(groups, name, h, parent, parentCg)
+		}
+	}
+	return destroyAll(groups)
+}
+
 // quiet reports whether no process is in the cgroup directory dir or
 // below it, and dir is older than minAge.
 func quiet(dir string, minAge time.Duration) (bool, error) {

@@ -455,6 +455,8 @@ func TestOverlayRestoreMasksAgain(t *testing.T) {
 	s0 := ok("snapshot", a)
 	ok("exec", a, "--", "ln", "-s", "/nonexistent", late)
 	s1 := ok("snapshot", a)
+	ok("exec", a, "--", "sh", "-c", "rm "+late+" && mkdir /usr/local/jail-it-decoy && ln -s /usr/local/jail-it-decoy "+late)
+	s2 := ok("snapshot", a)
 	// The host's root makes it a private directory since.
 	require.NoError(t, os.Mkdir(late, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(late, "key"), []byte("LATE SECRET\n"), 0o600))
@@ -469,4 +471,26 @@ func TestOverlayRestoreMasksAgain(t *testing.T) {
 	assert.NotContains(t, r.stdout, "SECRET", "the host's private directory, shown by the restore, is masked")
 	assert.Contains(t, r.stderr, "Permission denied")
 	ok("exec", b, "--", "sh", "-c", "echo still > /mnt/x && cat /mnt/x")
+
+	// A mask that went through the tree's symlink (onto its decoy), the
+	// symlink then pointed at /: the restore keeps no mount through it
+	// (it would have cloned the jail's whole tree there), and masks the
+	// host's directory the new tree shows.
+	c := ok("create", "--from", s2)
+	defer sess(t, dir, "rm", c)
+	ok("exec", c, "--", "sh", "-c", "rm "+late+" && ln -s / "+late)
+	ok("restore", c, s0)
+	r = sess(t, dir, "exec", c, "--", "sh", "-c", "cat "+late+"/key; ls "+late)
+	assert.NotEqual(t, 0, r.code)
+	assert.NotContains(t, r.stdout, "SECRET")
+	mi := ok("exec", c, "--", "cat", "/proc/self/mountinfo")
+	assert.Equal(t, 1, strings.Count(mi, " "+late+" "), "one mask there")
+	assert.False(t, strings.Contains(mi, " "+late+"/"), "nothing of the jail's tree cloned below it")
+
+	// A Spec tmpfs over a parent of the masks: they are hidden, and a
+	// restore finds them so, without ending the session.
+	d := ok("create", "--workspace", "overlay:16M", "--tmpfs", "/usr/local/share:size=1M")
+	defer sess(t, dir, "rm", d)
+	ok("restore", d, ok("snapshot", d))
+	ok("exec", d, "--", "sh", "-c", "echo ok > /usr/local/share/x")
 }

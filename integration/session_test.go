@@ -462,3 +462,30 @@ func TestSessionRmWhileCommandsRun(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	assert.Empty(t, entries)
 }
+
+// TestSessionCreateKilledEndsItsPID1: a create killed after its PID 1
+// was cloned and before it wrote the session's state (here: a live
+// session whose state is taken away) leaves a directory with a free lock
+// and no state; whoever finds it ends that PID 1 through the session's
+// cgroup, not only the directory.
+func TestSessionCreateKilledEndsItsPID1(t *testing.T) {
+	if !hasCgroups() {
+		t.Skip("an unprivileged session has no cgroup to find its PID 1 by")
+	}
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	b, err := os.ReadFile(filepath.Join(dir, id, "state.json"))
+	require.NoError(t, err)
+	var st struct{ PID int }
+	require.NoError(t, json.Unmarshal(b, &st))
+	require.NoError(t, os.Remove(filepath.Join(dir, id, "state.json")))
+	sessOK(t, dir, "list")
+	require.Eventually(t, func() bool { return syscall.Kill(st.PID, 0) == syscall.ESRCH }, 10*time.Second, 20*time.Millisecond,
+		"the orphan PID 1 is ended")
+	_, err = os.Stat(filepath.Join(dir, id))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	for _, d := range allJailCgroups() {
+		assert.NotContains(t, d, id, "its cgroup is gone")
+	}
+}

@@ -5,6 +5,8 @@
  * pivot_root. Part of jail's child stage; nsexec.c has the tables. */
 #include "stage.h"
 
+#include <linux/stat.h>
+
 static int root_fd = -1;
 int failed_op = -1;
 
@@ -655,6 +657,26 @@ __attribute__((cold)) static void drop_kept(int n)
 	while (n > 0) close(kept_fd[--n]);
 }
 
+/* open_kept opens, for keep_submounts, the mount an op made at path below
+ * an overlay as the plan made it: with no symlink on the way (the plan's
+ * targets there have none; the workload makes its own in its layers, and
+ * could point one at any mount of the jail, "/" included) and at the
+ * root of a mount. Anything else fails with ENOENT. */
+__attribute__((cold)) static int open_kept(const char *path)
+{
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS};
+	int fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+	if (fd < 0) return -1;
+	struct statx stx;
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, 0, &stx) < 0 ||
+	    !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) || !(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
+		close(fd);
+		errno = ENOENT;
+		return -1;
+	}
+	return fd;
+}
+
 /* keep_submounts clones what the ops after overlay op i mounted below its
  * target: the masks of the host's private files (rootfs.Overlay.Hidden)
  * and any bind the Spec put there. Detaching the overlay takes them with
@@ -662,15 +684,17 @@ __attribute__((cold)) static void drop_kept(int n)
  * masks, the id map would show the host's root-private files to the
  * workload. Each is cloned where it is visible now, with every mount
  * below it (AT_RECURSIVE) and the attributes it has; an op whose target
- * lies below one already kept comes with that one. It returns how many
- * it kept (in kept_fd, kept_op), or -1. */
-__attribute__((cold)) static int keep_submounts(const struct plan *p, size_t i)
+ * lies below one already kept comes with that one. A mask its path no
+ * longer leads to (open_kept) is not kept, and counts as not applied:
+ * mask_again looks for its target in the new overlay; any other op fails
+ * the reset. It returns how many it kept (in kept_fd, kept_op), or -1. */
+__attribute__((cold)) static int keep_submounts(struct plan *p, size_t i)
 {
 	const char *t = p->mounts[i].target;
 	size_t tl = strlen(t);
 	int n = 0;
 	for (size_t j = i + 1; j < p->nmounts; j++) {
-		const struct mount_op *m = &p->mounts[j];
+		struct mount_op *m = &p->mounts[j];
 		if ((m->kind != OP_BIND && m->kind != OP_FS) || !m->applied || strncmp(m->target, t, tl) != 0) continue;
 		if (m->target[tl] == 0) { drop_kept(n); errno = EBUSY; return -1; } /* on the overlay itself: the plan never does this */
 		if (m->target[tl] != '/') continue;
@@ -681,7 +705,11 @@ __attribute__((cold)) static int keep_submounts(const struct plan *p, size_t i)
 		}
 		if (covered) continue;
 		if (n == MAX_KEPT) { drop_kept(n); errno = E2BIG; return -1; }
-		int fd = open_in_root(m->target, O_PATH, 0);
+		int fd = open_kept(m->target);
+		if (fd < 0 && (m->flags & OPF_OPTIONAL)) {
+			m->applied = 0;
+			continue;
+		}
 		kept_fd[n] = fd < 0 ? -1 : clone_tree(fd);
 		if (fd >= 0) { int e = errno; close(fd); errno = e; }
 		if (kept_fd[n] < 0) { drop_kept(n); return -1; }
