@@ -3,6 +3,7 @@ package jailfs
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,10 +15,10 @@ import (
 )
 
 // TestLayerRoundTrip archives an overlay's upper directory as an image
-// layer (a whiteout, an opaque directory, a new file) and applies it to
-// a tree that stands for the lower layer: what the whiteout names is
-// gone, the opaque directory holds only its own entries, and the new
-// file is there. Whiteouts are character devices 0/0, which only root
+// layer (a whiteout, an opaque directory, a new file) and makes the
+// layer tree of it that a session made from the snapshot has as a lower
+// layer: the overlay's own whiteout and opaque directory, and the new
+// file. Whiteouts are character devices 0/0, which only root
 // makes outside an overlay.
 func TestLayerRoundTrip(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -45,18 +46,19 @@ func TestLayerRoundTrip(t *testing.T) {
 	assert.Equal(t, []string{"usr/bin/", "usr/bin/.wh.gone", "usr/bin/new", "usr/opq/", "usr/opq/.wh..wh..opq", "usr/opq/only"}, names)
 	assert.EqualValues(t, len(names), n)
 
-	// The lower layer, as a session made from the snapshot sees it.
-	low := filepath.Join(dir, "merged")
-	require.NoError(t, os.MkdirAll(filepath.Join(low, "usr", "bin"), 0o755))
-	require.NoError(t, os.MkdirAll(filepath.Join(low, "usr", "opq", "d"), 0o755))
-	for _, f := range []string{"usr/bin/gone", "usr/bin/kept", "usr/opq/old", "usr/opq/d/f"} {
-		require.NoError(t, os.WriteFile(filepath.Join(low, f), []byte(f), 0o644))
-	}
-	var committed int64
-	entries, read, err := r.ApplyLayer("/merged", bytes.NewReader(layer.Bytes()), []string{"/usr"}, func(n int64) error { committed = n; return nil })
+	// The snapshot's layer tree, as a session made from it has it as its
+	// lower layer: what the whiteout names is the overlay's whiteout, the
+	// opaque directory holds only its own entries (and says it is
+	// opaque), and the new file is there.
+	low := filepath.Join(dir, "tree")
+	require.NoError(t, os.Mkdir(low, 0o700))
+	lowF, err := os.Open(low)
+	require.NoError(t, err)
+	defer lowF.Close()
+	entries, read, err := BuildLayerTree(nil, lowF, []string{"/usr"}, bytes.NewReader(layer.Bytes()))
 	require.NoError(t, err)
 	assert.EqualValues(t, len(names), entries)
-	assert.Equal(t, read, committed)
+	assert.EqualValues(t, layer.Len(), read)
 	list := func(d string) []string {
 		es, err := os.ReadDir(filepath.Join(low, d))
 		require.NoError(t, err)
@@ -66,16 +68,28 @@ func TestLayerRoundTrip(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, []string{"kept", "new"}, list("usr/bin"))
+	assert.Equal(t, []string{"gone", "new"}, list("usr/bin"))
+	var st unix.Stat_t
+	require.NoError(t, unix.Lstat(filepath.Join(low, "usr/bin/gone"), &st))
+	assert.Equal(t, uint32(unix.S_IFCHR), st.Mode&unix.S_IFMT, "a whiteout")
 	assert.Equal(t, []string{"only"}, list("usr/opq"))
+	buf := make([]byte, 2)
+	n2, err := unix.Getxattr(filepath.Join(low, "usr/opq"), opaqueXattr, buf)
+	require.NoError(t, err)
+	assert.Equal(t, "y", string(buf[:n2]))
 
 	// An entry outside the overlays is refused, and a whiteout of
 	// nothing is no whiteout.
-	for _, e := range []tarEntry{
+	for i, e := range []tarEntry{
 		{name: "etc/passwd", typ: tar.TypeReg, body: "x"},
 		{name: "usr/.wh..", typ: tar.TypeReg},
 	} {
-		_, _, err = r.ApplyLayer("/merged", mkTar(t, e), []string{"/usr"}, nil)
+		d := filepath.Join(dir, fmt.Sprint("refused", i))
+		require.NoError(t, os.Mkdir(d, 0o700))
+		f, err := os.Open(d)
+		require.NoError(t, err)
+		_, _, err = BuildLayerTree(nil, f, []string{"/usr"}, mkTar(t, e))
+		f.Close()
 		assert.Error(t, err, e.name)
 	}
 	// A file of the workload's named like a whiteout cannot be kept.

@@ -59,9 +59,9 @@ type Request struct {
 	// Layers are the jail paths of an overlay workspace's overlays
 	// ("/usr"...). With them, OpGetTar archives the upper layer of each
 	// (Path is the directory that holds them, by jail path: Path/usr for
-	// /usr) as one OCI image layer ([Root.ArchiveLayers]), and OpPutTar
-	// applies such a layer to the jail's root through the overlays (Path
-	// is "/"; [Root.ApplyLayer]).
+	// /usr) as one OCI image layer ([Root.ArchiveLayers]). OpPutTar
+	// refuses them: a snapshot's layer becomes a session's lower layer,
+	// from the host ([BuildLayerTree]).
 	Layers []string `json:"layers,omitempty"`
 }
 

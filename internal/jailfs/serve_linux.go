@@ -135,10 +135,12 @@ func serve(req *Request, sock *os.File, stdin io.Reader, stdout io.Writer) *Repl
 		rep.Bytes = cw.n
 	case OpPutTar:
 		if len(req.Layers) > 0 {
-			rep.Entries, rep.Bytes, err = root.ApplyLayer(p, stdin, req.Layers, commitFrom(sock))
-		} else {
-			rep.Entries, rep.Bytes, err = root.Extract(p, stdin, ExtractOptions{Mkdir: req.Mkdir, Clear: req.Clear, KeepLinks: req.KeepLinks, Commit: commitFrom(sock)})
+			// A snapshot's layer goes in as a lower layer, from the host
+			// (a layer tree), never through the overlays.
+			err = &Error{Op: "put_tar", Path: p, Errno: unix.EINVAL, Message: "layers: only archived, not applied"}
+			break
 		}
+		rep.Entries, rep.Bytes, err = root.Extract(p, stdin, ExtractOptions{Mkdir: req.Mkdir, Clear: req.Clear, KeepLinks: req.KeepLinks, Commit: commitFrom(sock)})
 	case OpList:
 		rep.Entries, err = root.List(p, req.Depth, stdout)
 	case OpRemove:
