@@ -52,6 +52,11 @@ func NoReflink(err error) bool {
 type cloner struct {
 	n, bytes int64
 	skipped  []string
+	// layer: the tree is a layer tree (BuildLayerTree's base):
+	// directories keep the overlay's opaque mark, everything else is a
+	// hard link (or a copy, see copyEntry), and what a layer tree cannot
+	// hold is refused, not skipped.
+	layer bool
 }
 
 // dir copies the entries of directory sfd into dfd, closing both.
@@ -86,9 +91,11 @@ func (c *cloner) dir(sfd, dfd int, p string) error {
 				unix.Close(ss)
 				return newError("open", np, err)
 			}
-			x, err := userXattrs(ss)
-			if err == nil {
-				err = setXattrs(ds, x)
+			err = copyXattrs(ss, ds)
+			if buf := make([]byte, 2); err == nil && c.layer {
+				if k, gerr := unix.Fgetxattr(ss, opaqueXattr, buf); gerr == nil && string(buf[:k]) == "y" {
+					err = unix.Fsetxattr(ds, opaqueXattr, []byte("y"), 0)
+				}
 			}
 			if err != nil {
 				unix.Close(ss)
@@ -102,15 +109,28 @@ func (c *cloner) dir(sfd, dfd int, p string) error {
 			if err := setMeta(dfd, n, &st, true); err != nil {
 				return newError("chmod", np, err)
 			}
-		case unix.S_IFREG:
-			if err := c.file(sfd, dfd, n, np); err != nil {
-				return err
+		case unix.S_IFREG, unix.S_IFLNK, unix.S_IFCHR:
+			var err error
+			switch {
+			case c.layer && (st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev == 0):
+				err = hardLink(sfd, dfd, n, np, &st)
+			case c.layer:
+				err = &Error{Op: "layer tree", Path: np, Errno: unix.EPERM, Message: "a device, not a whiteout"}
+			case st.Mode&unix.S_IFMT == unix.S_IFREG:
+				err = c.file(sfd, dfd, n, np)
+			case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+				err = c.link(sfd, dfd, n, np, &st)
+			default:
+				c.skipped = append(c.skipped, np)
+				continue
 			}
-		case unix.S_IFLNK:
-			if err := c.link(sfd, dfd, n, np, &st); err != nil {
+			if err != nil {
 				return err
 			}
 		default:
+			if c.layer {
+				return &Error{Op: "layer tree", Path: np, Errno: unix.EPERM, Message: "not a file, directory, symlink or whiteout"}
+			}
 			c.skipped = append(c.skipped, np)
 			continue
 		}

@@ -62,7 +62,7 @@ func BuildLayerTree(base, dst *os.File, layers []string, src io.Reader) (entries
 			unix.Close(sfd)
 			return 0, 0, newError("open", dst.Name(), err)
 		}
-		if err := linkTree(sfd, dfd, base.Name()); err != nil {
+		if err := (&cloner{layer: true}).dir(sfd, dfd, base.Name()); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -146,81 +146,22 @@ func (r *Root) treeOp(roots []string, hdr *tar.Header, name string) (bool, error
 	return false, nil
 }
 
-// linkTree makes the entries of the layer tree directory sfd in dfd,
-// closing both: directories anew (mode, owner, times, user.* extended
-// attributes and the overlay's opaque mark), everything else a hard link
-// (or a copy, see copyEntry). It refuses what a layer tree cannot hold.
-func linkTree(sfd, dfd int, p string) error {
-	defer unix.Close(dfd)
-	d := os.NewFile(uintptr(sfd), p)
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return newError("readdir", p, err)
+// hardLink links the entry n of sfd (not a directory) into dfd, for a
+// layer tree; where a link cannot be made (another file system, a file's
+// link count at its limit), it copies it.
+func hardLink(sfd, dfd int, n, np string, st *unix.Stat_t) error {
+	switch err := unix.Linkat(sfd, n, dfd, n, 0); err {
+	case nil:
+		return nil
+	case unix.EXDEV, unix.EMLINK:
+		return copyEntry(sfd, dfd, n, np, st)
+	default:
+		return newError("link", np, err)
 	}
-	for _, n := range names {
-		np := p + "/" + n
-		var st unix.Stat_t
-		if err := unix.Fstatat(sfd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return newError("stat", np, err)
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFDIR:
-			if err := unix.Mkdirat(dfd, n, 0o700); err != nil {
-				return newError("mkdir", np, err)
-			}
-			ss, err := unix.Openat(sfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return newError("open", np, err)
-			}
-			ds, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err != nil {
-				unix.Close(ss)
-				return newError("open", np, err)
-			}
-			err = copyXattrs(ss, ds)
-			if buf := make([]byte, 2); err == nil {
-				if k, gerr := unix.Fgetxattr(ss, opaqueXattr, buf); gerr == nil && string(buf[:k]) == "y" {
-					err = unix.Fsetxattr(ds, opaqueXattr, []byte("y"), 0)
-				}
-			}
-			if err != nil {
-				unix.Close(ss)
-				unix.Close(ds)
-				return newError("xattr", np, err)
-			}
-			if err := linkTree(ss, ds, np); err != nil {
-				return err
-			}
-			if err := setMeta(dfd, n, &st, true); err != nil {
-				return newError("chmod", np, err)
-			}
-		case unix.S_IFREG, unix.S_IFLNK:
-		case unix.S_IFCHR:
-			if st.Rdev != 0 {
-				return &Error{Op: "layer tree", Path: np, Errno: unix.EPERM, Message: "a device, not a whiteout"}
-			}
-		default:
-			return &Error{Op: "layer tree", Path: np, Errno: unix.EPERM, Message: "not a file, directory, symlink or whiteout"}
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			continue
-		}
-		switch err := unix.Linkat(sfd, n, dfd, n, 0); err {
-		case nil:
-		case unix.EXDEV, unix.EMLINK:
-			if err := copyEntry(sfd, dfd, n, np, &st); err != nil {
-				return err
-			}
-		default:
-			return newError("link", np, err)
-		}
-	}
-	return nil
 }
 
 // copyEntry copies the entry n of sfd (not a directory) into dfd, for
-// linkTree where a hard link cannot be made.
+// hardLink where a link cannot be made.
 func copyEntry(sfd, dfd int, n, np string, st *unix.Stat_t) error {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
