@@ -23,16 +23,29 @@ import (
 // cannot tell whether their owner lives. It returns the directories it
 // removed, sorted.
 func Prune(o Options) ([]string, error) {
-	f, err := gatherFacts(o, []string{})
-	if err != nil {
-		return nil, fmt.Errorf("probe cgroups: %w", err)
-	}
 	me, err := newOwner()
 	if err != nil {
 		return nil, err
 	}
+	stale, err := groupsUnder(o, func(name, _ string) (bool, error) {
+		own, ok := parseName(name)
+		return ok && own.PIDNS == me.PIDNS && !alive(own), nil
+	})
+	removed, derr := destroyAll(stale)
+	return removed, errors.Join(err, derr)
+}
+
+// groupsUnder gathers, by name, the directories under this process's own
+// cgroups or o.Parent, in every hierarchy jail uses, that pick takes
+// (given the name and the directory's path). An error of pick's is
+// returned with the others, and its directory not taken.
+func groupsUnder(o Options, pick func(name, dir string) (bool, error)) (map[string]*Group, error) {
+	f, err := gatherFacts(o, []string{})
+	if err != nil {
+		return nil, fmt.Errorf("probe cgroups: %w", err)
+	}
 	var errs []error
-	stale := map[string]*Group{}
+	groups := map[string]*Group{}
 	for _, h := range f.used() {
 		parentCg := f.parentCg(h)
 		parent := h.Dir(parentCg)
@@ -47,15 +60,19 @@ func Prune(o Options) ([]string, error) {
 			continue
 		}
 		for _, e := range entries {
-			own, ok := parseName(e.Name())
-			if !e.IsDir() || !ok || own.PIDNS != me.PIDNS || alive(own) {
+			if !e.IsDir() {
 				continue
 			}
-			addDir(stale, e.Name(), h, parent, parentCg)
+			take, err := pick(e.Name(), path.Join(parent, e.Name()))
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if take && err == nil {
+				addDir(groups, e.Name(), h, parent, parentCg)
+			}
 		}
 	}
-	removed, err := destroyAll(stale)
-	return removed, errors.Join(append(errs, err)...)
+	return groups, errors.Join(errs...)
 }
 
 // used lists the hierarchies jail makes groups in on this host.
@@ -116,44 +133,22 @@ func PruneEmpty(o Options, prefix string, minAge time.Duration) ([]string, error
 	if prefix == "" {
 		return nil, errors.New("cgroup: PruneEmpty needs a name prefix")
 	}
-	f, err := gatherFacts(o, []string{})
-	if err != nil {
-		return nil, fmt.Errorf("probe cgroups: %w", err)
+	busy := map[string]bool{} // in one hierarchy: left in all
+	groups, err := groupsUnder(o, func(name, dir string) (bool, error) {
+		if !strings.HasPrefix(name, prefix) {
+			return false, nil
+		}
+		empty, err := quiet(dir, minAge)
+		if err != nil || !empty {
+			busy[name] = true
+		}
+		return empty, err
+	})
+	for name := range busy {
+		delete(groups, name)
 	}
-	var errs []error
-	groups := map[string]*Group{}
-	busy := map[string]bool{}
-	for _, h := range f.used() {
-		parentCg := f.parentCg(h)
-		parent := h.Dir(parentCg)
-		if parent == "" {
-			continue
-		}
-		entries, err := os.ReadDir(parent)
-		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		for _, e := range entries {
-			if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) || busy[e.Name()] {
-				continue
-			}
-			empty, err := quiet(path.Join(parent, e.Name()), minAge)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if err != nil || !empty {
-				busy[e.Name()] = true
-				delete(groups, e.Name())
-				continue
-			}
-			addDir(groups, e.Name(), h, parent, parentCg)
-		}
-	}
-	removed, err := destroyAll(groups)
-	return removed, errors.Join(append(errs, err)...)
+	removed, derr := destroyAll(groups)
+	return removed, errors.Join(err, derr)
 }
 
 // DestroyNamed destroys the group named name under this process's own
@@ -164,20 +159,9 @@ func DestroyNamed(o Options, name string) ([]string, error) {
 	if name == "" || name != path.Base(name) || name == "." || name == ".." {
 		return nil, fmt.Errorf("cgroup: DestroyNamed: %q is not a group's name", name)
 	}
-	f, err := gatherFacts(o, []string{})
+	groups, err := groupsUnder(o, func(n, _ string) (bool, error) { return n == name, nil })
 	if err != nil {
-		return nil, fmt.Errorf("probe cgroups: %w", err)
-	}
-	groups := map[string]*Group{}
-	for _, h := range f.used() {
-		parentCg := f.parentCg(h)
-		parent := h.Dir(parentCg)
-		if parent == "" {
-			continue
-		}
-		if st, err := os.Lstat(path.Join(parent, name)); err == nil && st.IsDir() {
-			addDir(groups, name, h, parent, parentCg)
-		}
+		return nil, err
 	}
 	return destroyAll(groups)
 }

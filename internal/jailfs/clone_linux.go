@@ -54,7 +54,7 @@ type cloner struct {
 	skipped  []string
 	// layer: the tree is a layer tree (BuildLayerTree's base):
 	// directories keep the overlay's opaque mark, everything else is a
-	// hard link (or a copy, see copyEntry), and what a layer tree cannot
+	// hard link (or a copy, see hardLink), and what a layer tree cannot
 	// hold is refused, not skipped.
 	layer bool
 }
