@@ -466,8 +466,9 @@ func copyTar(tw *tar.Writer, tr *tar.Reader, prefix, id string, owner *[2]int) e
 // PID 1 stays), the workspace is emptied and the snapshot's files are put
 // back, in the jail, as its workload's user. The snapshot must have been
 // taken of a session of the same Spec. An overlay workspace's overlays
-// are made again by PID 1 with empty upper layers, and the snapshot's
-// changes applied through them.
+// are made again by PID 1 with empty upper layers and the snapshot's
+// layer tree as their lower layer (restoreLayers); one made by an older
+// jail is refused.
 func (s *Session) Restore(ctx context.Context, id string) error {
 	sdir, meta, err := s.m.snapshot(id)
 	if err != nil {
