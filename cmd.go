@@ -169,5 +169,6 @@ func (c *Cmd) newResult() *Result {
 	if r.Isolation.Cgroup == "" {
 		r.Isolation.Cgroup = "none"
 	}
+	r.Isolation.Backend = BackendNative
 	return r
 }

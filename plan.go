@@ -96,6 +96,9 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, &SpecError{Field: "command", Value: "", Err: fmt.Errorf("is empty")}
 	}
+	if err := s.checkNative(); err != nil {
+		return nil, err
+	}
 	cs, err := s.validate()
 	if err != nil {
 		return nil, err
@@ -107,6 +110,7 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		}
 	}()
 	iso := &l.iso
+	iso.Backend = BackendNative
 	iso.Namespaces, iso.NotEnforced, iso.UIDMap, iso.GIDMap = []string{}, []string{}, []IDMap{}, []IDMap{}
 	want := func(ns string) bool {
 		if s.disabled(ns) {

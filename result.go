@@ -168,12 +168,19 @@ type ErrorInfo struct {
 
 // Isolation is what a run actually had.
 type Isolation struct {
+	// Backend is what ran the jail: "native" (this host's kernel, by
+	// jail itself) or "docker" (a container of a Docker engine).
+	Backend string `json:"backend"`
+	// BackendReason says why, when the Spec's backend was "auto".
+	BackendReason string `json:"backend_reason,omitempty"`
 	// Namespaces are the namespaces the jail ran in.
 	Namespaces []string `json:"namespaces"`
-	// Root is "tmpfs" (the default root), "directory" (Spec.Root) or
-	// "host" (no mount namespace).
+	// Root is "tmpfs" (the default root), "directory" (Spec.Root),
+	// "host" (no mount namespace) or "image" (Spec.Image, for a container
+	// backend).
 	Root string `json:"root"`
-	// RootPath is Spec.Root for a "directory" root.
+	// RootPath is Spec.Root for a "directory" root, Spec.Image for an
+	// "image" one.
 	RootPath string `json:"root_path,omitempty"`
 	// UID and GID are the workload's ids inside the jail.
 	UID uint32 `json:"uid"`

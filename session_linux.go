@@ -1083,6 +1083,9 @@ func (s *Session) Inspect() (*SessionInfo, error) {
 	if info.Labels == nil {
 		info.Labels = map[string]string{}
 	}
+	if info.Isolation.Backend == "" { // a session made before the backends
+		info.Isolation.Backend = BackendNative
+	}
 	if st.TTL > 0 {
 		t := st.CreatedAt.Add(st.TTL)
 		info.ExpiresAt = &t

@@ -157,6 +157,18 @@ type Spec struct {
 	// goes without.
 	Landlock string `json:"landlock,omitempty"`
 
+	// Backend is what runs the jail: "native" (or empty: this host's
+	// kernel, through [Command]), "docker" (a container on a Docker engine,
+	// through package backend/docker) or "auto" (the CLI picks the first
+	// that can run here, in that order, and the report says which and
+	// why). [Command] runs native jails only and refuses the others.
+	Backend string `json:"backend,omitempty"`
+
+	// Image is the image a container backend runs the jail from (its
+	// root, read-only); the native backend takes Root instead and refuses
+	// an image.
+	Image string `json:"image,omitempty"`
+
 	// AllowUnenforced lets the run go ahead when this host or caller cannot
 	// provide something the Spec asks for; the Result's isolation lists what
 	// was not in force. Otherwise such a run is refused.
@@ -240,12 +252,20 @@ const (
 	DefaultHostname         = "jail"
 	DefaultCwd              = "/tmp"
 	DefaultSeccomp          = "default"
+	DefaultPtyMax           = 16
 	// MaxMounts bounds Spec.Mounts: each bind source is a descriptor the
 	// jail's child inherits.
 	MaxMounts           = 256
 	maxPtyMax           = 4096
 	MaxOutputLimitBytes = 1 << 30
 	maxTimeout          = 7 * 24 * time.Hour
+)
+
+// Spec.Backend's values.
+const (
+	BackendNative = "native"
+	BackendDocker = "docker"
+	BackendAuto   = "auto"
 )
 
 // Spec.Landlock modes.
@@ -333,6 +353,33 @@ func validHostname(h string) bool {
 		}
 	}
 	return true
+}
+
+// validImage reports whether ref may be an image reference: what a
+// registry name, tag or digest is made of. The engine parses it; this keeps
+// control characters and spaces out of an API request and an error line.
+func validImage(ref string) bool {
+	if len(ref) > 255 {
+		return false
+	}
+	for _, r := range ref {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-/:@+", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkNative refuses what only another backend runs: [Command] is the
+// native backend.
+func (s *Spec) checkNative() error {
+	if s.Backend != "" && s.Backend != BackendNative {
+		return &SpecError{Field: "backend", Value: s.Backend, Err: fmt.Errorf("jail.Command runs native jails only: use `jail run --backend %s` or package backend/docker", s.Backend)}
+	}
+	if s.Image != "" {
+		return &SpecError{Field: "image", Value: s.Image, Err: errors.New("the native backend runs no images: give a root directory (root), or use --backend docker")}
+	}
+	return nil
 }
 
 // Validate checks every field and returns the first problem as a
@@ -424,6 +471,17 @@ func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 			table, err = mounts.ReadTable()
 		}
 		return table, err
+	}
+	switch s.Backend {
+	case "", BackendNative, BackendDocker, BackendAuto:
+	default:
+		return nil, bad("backend", s.Backend, "must be native, docker or auto")
+	}
+	if s.Image != "" && !validImage(s.Image) {
+		return nil, bad("image", s.Image, "want an image reference: letters, digits and . _ - / : @ +, at most 255 bytes")
+	}
+	if s.Image != "" && s.Root != "" {
+		return nil, bad("image", s.Image, "cannot be given with root")
 	}
 	if s.Root != "" {
 		if err := mounts.CheckTarget(s.Root); err != nil {
