@@ -1,0 +1,463 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/capture"
+)
+
+// Cmd is a jail run as a container. Its fields and methods are those of
+// [jail.Cmd] that apply: set them, then Start and Wait (or Run); Result
+// is then the report.
+type Cmd struct {
+	Spec jail.Spec
+	Args []string
+	// Host is the engine's address (DOCKER_HOST's form); empty means
+	// Host().
+	Host string
+	// Stdin, Stdout and Stderr are the workload's; nil Stdin is an empty
+	// input, nil Stdout and Stderr discard the output (unless Capture).
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Capture keeps the output, head and tail up to the output limit, in
+	// the Result.
+	Capture bool
+	// BackendReason is copied into the report's isolation.backend_reason.
+	BackendReason string
+	// Result is the report, set by Start on failure and by Wait.
+	Result *jail.Result
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	eng     *Engine
+	plan    *Plan
+	id      string
+	conn    *HijackedConn
+	outDone chan error
+	stdout  *capture.Buffer
+	stderr  *capture.Buffer
+	start   time.Time
+	cgroup  string // "v1" or "v2", from the engine
+
+	mu         sync.Mutex
+	killReason jail.Status
+	stats      *Stats
+	samples    int
+	statsDone  chan struct{}
+}
+
+// Command returns a Cmd that runs name with args in a container made
+// from spec.
+func Command(ctx context.Context, spec jail.Spec, name string, args ...string) *Cmd {
+	return &Cmd{ctx: ctx, Spec: spec, Args: append([]string{name}, args...)}
+}
+
+// Run starts the container and waits for it.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+// newResult is the report's frame: what is known before the run.
+func (c *Cmd) newResult() *jail.Result {
+	r := &jail.Result{Schema: jail.Schema, Output: "streamed", StdoutEncoding: "utf-8", StderrEncoding: "utf-8",
+		SeccompDenials: []jail.SeccompDenial{}, LimitsHit: []string{}}
+	if c.Capture {
+		r.Output = "captured"
+	}
+	iso := &r.Isolation
+	iso.Backend, iso.BackendReason = jail.BackendDocker, c.BackendReason
+	iso.Namespaces, iso.UIDMap, iso.GIDMap, iso.NotEnforced = []string{}, []jail.IDMap{}, []jail.IDMap{}, []string{}
+	iso.Landlock = jail.LandlockInfo{Enforced: []string{}, Missing: []string{}}
+	iso.Network = jail.NetworkInfo{Mode: jail.NetworkNone, Allow: []jail.AllowInfo{}}
+	iso.Root, iso.RootPath, iso.Cgroup = "image", c.Spec.Image, "none"
+	iso.UID, iso.GID = jail.DefaultUID, jail.DefaultUID
+	if p := c.plan; p != nil {
+		iso.Namespaces = p.Namespaces
+		iso.NotEnforced = append(iso.NotEnforced, p.NotEnforced...)
+		iso.Seccomp = p.SeccompName
+		iso.Network.Mode = p.NetworkMode
+		iso.UID, iso.GID = p.Spec.Process.User.UID, p.Spec.Process.User.GID
+		if p.Body.HostConfig.Memory > 0 || p.Body.HostConfig.PidsLimit != nil || p.Body.HostConfig.NanoCpus > 0 ||
+			p.Body.HostConfig.CpuShares > 0 || p.Body.HostConfig.BlkioWeight > 0 || p.CPUTime > 0 {
+			iso.Cgroup = c.cgroup
+		}
+	}
+	if c.Spec.Landlock != jail.LandlockOff {
+		iso.Landlock.Missing = []string{"fs: the runtime-spec has no Landlock ruleset"}
+	}
+	return r
+}
+
+// fail ends a run that never started: the Result is a setup error.
+func (c *Cmd) fail(step string, err error) error {
+	r := c.newResult()
+	r.Status, r.ExitCode = jail.StatusSetupError, jail.ExitSetupError
+	r.Error = &jail.ErrorInfo{Step: step, Message: err.Error()}
+	c.Result = r
+	c.cleanup()
+	return err
+}
+
+// Start maps the Spec, makes the container, attaches to it and starts it.
+// Whatever fails, nothing is left: the container is removed.
+func (c *Cmd) Start() error {
+	if c.ctx == nil {
+		c.ctx = context.Background()
+	}
+	if c.Result != nil || c.eng != nil {
+		return errors.New("docker: Cmd started twice")
+	}
+	var err error
+	if c.plan, err = Map(&c.Spec, c.Args); err != nil {
+		return c.fail("spec", err)
+	}
+	c.ctx, c.cancel = context.WithCancel(c.ctx)
+	host := c.Host
+	if host == "" {
+		host = Host()
+	}
+	setup, cancelSetup := context.WithTimeout(c.ctx, 60*time.Second)
+	defer cancelSetup()
+	if c.eng, err = Connect(setup, host); err != nil {
+		return c.fail("docker", err)
+	}
+	info, err := c.eng.Info(setup)
+	if err != nil {
+		return c.fail("docker", err)
+	}
+	c.cgroup = "v1"
+	if info.CgroupVersion == "2" {
+		c.cgroup = "v2"
+	}
+	// The engine's user namespace: with userns-remap every container is
+	// in one, with ids the daemon chose; without, uid N inside is uid N
+	// on the host.
+	remapped := false
+	for _, o := range info.SecurityOptions {
+		remapped = remapped || strings.Contains(o, "name=userns")
+	}
+	if remapped {
+		c.plan.Namespaces = append([]string{"user"}, c.plan.Namespaces...)
+	} else if !slices.Contains(c.Spec.DisableNamespaces, "user") {
+		c.plan.NotEnforced = append(c.plan.NotEnforced, "user namespace: this Docker engine does not remap ids (dockerd --userns-remap): the workload's uid is the same uid on the host")
+	}
+	c.plan.NotEnforced = append(c.plan.NotEnforced, "seccomp kill reporting: the engine reports a death by SIGSYS, not the call")
+
+	b := c.plan.Body
+	b.Labels = map[string]string{LabelManaged: "1", LabelOwner: ownerLabel()}
+	if c.Stdin != nil {
+		b.AttachStdin, b.OpenStdin, b.StdinOnce = true, true, true
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	name := fmt.Sprintf("jail-%d-%s", os.Getpid(), hex.EncodeToString(rnd[:]))
+	id, warnings, err := c.eng.Create(setup, name, &b)
+	if err != nil {
+		return c.fail("docker create", createError(err, c.Spec.Image))
+	}
+	c.id = id
+	// A warning is a limit the engine took but the host will not enforce
+	// (no swap accounting, no blkio weight...): refused unless allowed.
+	for _, w := range warnings {
+		w = strings.TrimSpace(w)
+		if !c.Spec.AllowUnenforced {
+			return c.fail("docker create", &jail.FeatureError{Feature: "docker", Reason: w + " (--allow-unenforced runs without it and lists it in the report)"})
+		}
+		c.plan.NotEnforced = append(c.plan.NotEnforced, "docker: "+w)
+	}
+
+	if c.conn, err = c.eng.Attach(setup, id, c.Stdin != nil); err != nil {
+		return c.fail("docker attach", err)
+	}
+	limit := c.plan.OutputLimitBytes
+	stdout, stderr := c.Stdout, c.Stderr
+	if c.Capture {
+		c.stdout, c.stderr = capture.New(limit), capture.New(limit)
+		stdout, stderr = tee(c.stdout, c.Stdout), tee(c.stderr, c.Stderr)
+	}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	c.outDone = make(chan error, 1)
+	go func() { c.outDone <- Demux(c.conn, stdout, stderr) }()
+	if c.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(c.conn, c.Stdin)
+			_ = c.conn.CloseWrite()
+		}()
+	}
+
+	c.start = time.Now()
+	if err := c.eng.Start(setup, id); err != nil {
+		return c.failStart(err)
+	}
+	c.statsDone = make(chan struct{})
+	go c.watch()
+	return nil
+}
+
+// tee writes to the capture and, when set, to w.
+func tee(b *capture.Buffer, w io.Writer) io.Writer {
+	if w == nil {
+		return b
+	}
+	return io.MultiWriter(b, w)
+}
+
+// createError names what the engine refused: a missing image is the
+// Spec's image, not a setup step.
+func createError(err error, image string) error {
+	if IsNotFound(err) {
+		var ae *APIError
+		errors.As(err, &ae)
+		return &jail.SpecError{Field: "image", Value: image, Err: errors.New(ae.Message)}
+	}
+	return err
+}
+
+// failStart reports a start the runtime refused. A command that could
+// not be executed is the workload's failure, as for a native jail: 127
+// when it was not found, 126 when it could not be executed. The runtime
+// says which only in its message.
+func (c *Cmd) failStart(err error) error {
+	msg := err.Error()
+	code, errno := jail.ExitSetupError, ""
+	switch {
+	case strings.Contains(msg, "no such file or directory") || strings.Contains(msg, "executable file not found"):
+		code, errno = jail.ExitNotFound, "ENOENT"
+	case strings.Contains(msg, "permission denied"):
+		code, errno = jail.ExitNotExecutable, "EACCES"
+	}
+	if code == jail.ExitSetupError {
+		return c.fail("docker start", err)
+	}
+	c.fail("execve", err)
+	c.Result.ExitCode = code
+	c.Result.Error.Errno = errno
+	c.Result.Error.Message = fmt.Sprintf("%s: %s", c.Args[0], msg)
+	return &jail.InitError{Step: "execve", Detail: c.Args[0], Err: err}
+}
+
+// watch follows the statistics (the CPU time limit, the report's CPU
+// time and memory peak) until the run ends.
+func (c *Cmd) watch() {
+	defer close(c.statsDone)
+	_ = c.eng.StatsStream(c.ctx, c.id, func(s *Stats) {
+		c.mu.Lock()
+		c.stats, c.samples = s, c.samples+1
+		c.mu.Unlock()
+		if lim := c.plan.CPUTime; lim > 0 && time.Duration(s.CPUStats.CPUUsage.TotalUsage) > lim {
+			c.kill(jail.StatusCPUTimeExceeded)
+		}
+	})
+}
+
+// kill ends the container for reason (a timeout, the CPU time limit, a
+// cancellation); the first reason wins.
+func (c *Cmd) kill(reason jail.Status) {
+	c.mu.Lock()
+	if c.killReason == "" {
+		c.killReason = reason
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = c.eng.Kill(ctx, c.id, "KILL")
+}
+
+// Signal sends sig to the container's command (SIGKILL ends it).
+func (c *Cmd) Signal(sig os.Signal) error {
+	if c.eng == nil || c.id == "" {
+		return errors.New("docker: not started")
+	}
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("docker: signal %v", sig)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.eng.Kill(ctx, c.id, strconv.Itoa(int(s)))
+}
+
+// Wait waits for the container to end, applying the timeout (SIGTERM
+// first with a kill grace) and cancellation, then reports and removes it.
+func (c *Cmd) Wait() error {
+	if c.eng == nil || c.id == "" || c.statsDone == nil {
+		return errors.New("docker: not started")
+	}
+	defer c.cleanup()
+	type waited struct {
+		code int
+		err  error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		code, err := c.eng.Wait(context.WithoutCancel(c.ctx), c.id)
+		done <- waited{code, err}
+	}()
+	var timeout <-chan time.Time
+	if c.plan.Timeout > 0 {
+		t := time.NewTimer(c.plan.Timeout - time.Since(c.start))
+		defer t.Stop()
+		timeout = t.C
+	}
+	var w waited
+	termSent := false
+loop:
+	for {
+		select {
+		case w = <-done:
+			break loop
+		case <-timeout:
+			timeout = nil
+			if g := c.plan.KillGrace; g > 0 && !termSent {
+				termSent = true
+				c.mu.Lock()
+				c.killReason = jail.StatusTimedOut
+				c.mu.Unlock()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_ = c.eng.Kill(ctx, c.id, "TERM")
+				cancel()
+				grace := time.NewTimer(g)
+				defer grace.Stop()
+				timeout = grace.C // then KILL below
+				continue
+			}
+			c.kill(jail.StatusTimedOut)
+		case <-c.ctx.Done():
+			c.kill(jail.StatusCanceled)
+		}
+	}
+	end := time.Now()
+	if w.err != nil {
+		c.Result = c.newResult()
+		c.Result.Status, c.Result.ExitCode = jail.StatusSetupError, jail.ExitSetupError
+		c.Result.Error = &jail.ErrorInfo{Step: "docker wait", Message: w.err.Error()}
+		return w.err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := c.eng.Inspect(ctx, c.id)
+	if err != nil {
+		c.Result = c.newResult()
+		c.Result.Status, c.Result.ExitCode = jail.StatusSetupError, jail.ExitSetupError
+		c.Result.Error = &jail.ErrorInfo{Step: "docker inspect", Message: err.Error()}
+		return err
+	}
+	// The output: the engine closes the stream when the container ends.
+	select {
+	case <-c.outDone:
+	case <-time.After(5 * time.Second):
+	}
+	c.cancel() // ends the statistics stream
+	<-c.statsDone
+	c.Result = c.report(st, w.code, end)
+	return nil
+}
+
+// report judges the run from the engine's state, as jail's native report
+// judges PID 1's: a kill jail decided wins, then the OOM killer, then the
+// exit status (the engine's 128+N for signal N).
+func (c *Cmd) report(st *State, code int, end time.Time) *jail.Result {
+	r := c.newResult()
+	c.mu.Lock()
+	reason, stats, samples := c.killReason, c.stats, c.samples
+	c.mu.Unlock()
+	if st.ExitCode != 0 || code == 0 {
+		code = st.ExitCode
+	}
+	wall := end.Sub(c.start)
+	if !st.StartedAt.IsZero() && st.FinishedAt.After(st.StartedAt) {
+		wall = st.FinishedAt.Sub(st.StartedAt)
+	}
+	r.WallTimeMS = wall.Milliseconds()
+	switch {
+	case reason == jail.StatusCanceled:
+		r.Status, r.ExitCode = reason, jail.ExitSetupError
+		r.Error = &jail.ErrorInfo{Step: "run", Message: "canceled: " + fmt.Sprint(context.Cause(c.ctx))}
+	case reason != "":
+		r.Status, r.ExitCode = reason, jail.ExitTimedOut
+		r.LimitsHit = append(r.LimitsHit, map[jail.Status]string{jail.StatusTimedOut: "timeout", jail.StatusCPUTimeExceeded: "cpu_time"}[reason])
+	case st.OOMKilled:
+		r.Status, r.ExitCode, r.Signal = jail.StatusOOMKilled, 128+int(syscall.SIGKILL), "KILL"
+		r.OOMKills = 1
+		r.LimitsHit = append(r.LimitsHit, "memory")
+	case code > 128 && code <= 128+64:
+		sig := syscall.Signal(code - 128)
+		r.Status, r.ExitCode, r.Signal = jail.StatusSignaled, code, strings.TrimPrefix(unix.SignalName(sig), "SIG")
+		if sig == syscall.SIGSYS && c.plan.Spec.Linux.Seccomp != nil {
+			r.Status = jail.StatusSeccompKilled
+			r.SeccompDenials = append(r.SeccompDenials, jail.SeccompDenial{Syscall: "unknown", Action: "kill", Workload: true})
+			r.SeccompDenialsTotal = 1
+		}
+	default:
+		r.Status, r.ExitCode = jail.StatusExited, code
+	}
+	if stats != nil {
+		r.CPUUserMS = int64(stats.CPUStats.CPUUsage.UsageInUsermode / 1e6)
+		r.CPUSystemMS = int64(stats.CPUStats.CPUUsage.UsageInKernelmode / 1e6)
+		if p := int64(stats.MemoryStats.MaxUsage); p > 0 {
+			r.MemoryPeakBytes = &p
+		}
+	}
+	if samples == 0 {
+		r.Isolation.NotEnforced = append(r.Isolation.NotEnforced, "report: cpu time: the run ended before the engine's first statistics sample: cpu_user_ms and cpu_system_ms are 0, memory_peak_bytes null")
+	} else {
+		r.Isolation.NotEnforced = append(r.Isolation.NotEnforced, "report: cpu time and memory peak are the engine's last statistics sample (about one a second), not the run's end")
+	}
+	if c.Capture {
+		r.Stdout, r.StdoutEncoding = encode(c.stdout)
+		r.Stderr, r.StderrEncoding = encode(c.stderr)
+		r.StdoutBytes, r.StderrBytes = c.stdout.Total(), c.stderr.Total()
+		r.StdoutTruncated, r.StderrTruncated = c.stdout.Truncated(), c.stderr.Truncated()
+	}
+	return r
+}
+
+// encode gives captured output as text when it is valid UTF-8, else as
+// base64 of the exact bytes kept (as the native report does).
+func encode(b *capture.Buffer) (string, string) {
+	if s := b.String(); utf8.ValidString(s) {
+		return s, "utf-8"
+	}
+	return b.Base64(), "base64"
+}
+
+// cleanup removes the container and closes the connections; it runs on
+// every way out of Start and Wait.
+func (c *Cmd) cleanup() {
+	if c.conn != nil {
+		c.conn.Close()
+	}
+	if c.cancel != nil {
+		c.cancel()
+	}
+	if c.eng != nil && c.id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = c.eng.Remove(ctx, c.id)
+		c.id = ""
+	}
+}
