@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/backend/docker"
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/hostcheck"
 	"github.com/jailrt/jail/netns"
@@ -30,7 +33,8 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 			"--clean removes instead what jail runs whose jail process died without cleaning up (kill -9)\n" +
 			"left: their cgroups, the leases, veth host ends and nftables chains of egress jails, the\n" +
 			"cgroups of sessions whose PID 1 and state are both gone (empty, over a minute old), and the\n" +
-			"pid FIFOs of an unprivileged caller's pasta (in $TMPDIR, jail-pasta-PID-*);\n" +
+			"pid FIFOs of an unprivileged caller's pasta (in $TMPDIR, jail-pasta-PID-*), and the containers\n" +
+			"of --backend docker runs (labelled org.jailrt.jail) on the engine at $DOCKER_HOST;\n" +
 			"it prints each one.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
@@ -48,6 +52,15 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 				}
 				for _, d := range netns.PruneUser() {
 					fmt.Fprintln(stdout, "removed", d)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				ids, derr := docker.Prune(ctx, docker.Host())
+				cancel()
+				for _, id := range ids {
+					fmt.Fprintln(stdout, "removed docker container", id)
+				}
+				if derr != nil {
+					err = errors.Join(err, fmt.Errorf("docker containers: %w", derr))
 				}
 				if err != nil || os.Geteuid() != 0 {
 					return err // leases are root's

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/backend/docker"
 	"github.com/jailrt/jail/internal/hostfs"
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/netns"
@@ -55,6 +56,7 @@ type runFlags struct {
 	net, netPool                    string
 	allow                           []string
 	netLog                          int
+	backend, image                  string
 }
 
 func newRunFlags() *runFlags { return &runFlags{noNS: map[string]*bool{}} }
@@ -105,6 +107,8 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.binds, "bind", nil, "bind host `SRC[:DST]` read-write (repeatable)")
 	fl.StringArrayVar(&f.roBinds, "ro-bind", nil, "bind host `SRC[:DST]` read-only (repeatable)")
 	fl.StringArrayVar(&f.tmpfs, "tmpfs", nil, "mount a tmpfs at `DST[:size=SIZE]` (default size 64M; repeatable)")
+	fl.StringVar(&f.backend, "backend", "", "what runs the jail: native (this host's kernel), docker (a container of the Docker engine at $DOCKER_HOST, default unix:///var/run/docker.sock; needs --image) or auto (native where this host can, else docker; the report says which and why) (default: the profile's, native)")
+	fl.StringVar(&f.image, "image", "", "with --backend docker, the image the jail runs from (its read-only root), e.g. python:3.12-slim; make one from a directory with `tar -C DIR -c . | docker import - NAME`")
 	fl.StringVar(&f.rootfs, "rootfs", "", "use host directory `DIR` as the read-only root instead of the default tmpfs root")
 	fl.StringArrayVar(&f.env, "env", nil, "set `KEY=VALUE` in the jail's environment (repeatable; added to the profile's)")
 	fl.StringVar(&f.envFile, "env-file", "", "read KEY=VALUE lines from `FILE` (# comments and blank lines skipped; a regular file, or a pipe as /dev/fd/N)")
@@ -182,6 +186,12 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 	}
 	if changed("rootfs") {
 		s.Root = f.rootfs
+	}
+	if changed("backend") {
+		s.Backend = f.backend
+	}
+	if changed("image") {
+		s.Image = f.image
 	}
 	env := s.Env
 	if env == nil {
@@ -394,6 +404,15 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	backend, reason, err := chooseBackend(ctx, &spec)
+	if err != nil {
+		return err
+	}
+	if backend == jail.BackendDocker {
+		c := docker.Command(ctx, spec, args[0], args[1:]...)
+		c.BackendReason = reason
+		return runDocker(cmd, f, c, stdout, stderr)
+	}
 	return runCmd(cmd, f, jail.Command(ctx, spec, args[0], args[1:]...), stdout, stderr)
 }
 
@@ -416,29 +435,14 @@ func runCmd(cmd *cobra.Command, f *runFlags, c *jail.Cmd, stdout, stderr io.Writ
 		ws := term.size()
 		c.TTY = &ws
 	}
-	stdin := f.stdin
-	if f.asJSON && !cmd.Flags().Changed("stdin") && !f.interactive {
-		stdin = "none" // a captured run reads no terminal unless told to
+	rio, err := openRunIO(cmd, f)
+	if err != nil {
+		return err
 	}
-	switch stdin {
-	case "-":
-		c.Stdin = os.Stdin
-	case "none":
-	default:
-		in, err := hostfs.OpenInput(stdin)
-		if err != nil {
-			return usageError("--stdin %q: %v", stdin, err)
-		}
-		defer in.Close()
-		c.Stdin = in
-	}
-	var report *hostfs.Output
-	if f.report != "" {
-		// The report's directory is opened now, before the workload runs.
-		if report, err = hostfs.CreateOutput(f.report); err != nil {
-			return usageError("--report %q: %v", f.report, err)
-		}
-		defer report.Close()
+	defer rio.close()
+	stdin, report := rio.stdinName, rio.report
+	if rio.stdin != nil {
+		c.Stdin = rio.stdin
 	}
 	if !f.asJSON {
 		c.Stdout, c.Stderr = stdout, stderr
@@ -479,7 +483,57 @@ func runCmd(cmd *cobra.Command, f *runFlags, c *jail.Cmd, stdout, stderr io.Writ
 		}()
 		runErr = c.Wait()
 	}
-	r := c.Result
+	return finishRun(f, c.Result, runErr, report, stdout, stderr)
+}
+
+// runIO is a run's input and report file, opened before it starts.
+type runIO struct {
+	stdin     io.Reader // nil: none
+	stdinName string    // "-", "none" or the file
+	report    *hostfs.Output
+	closers   []io.Closer
+}
+
+func (r *runIO) close() {
+	for _, c := range r.closers {
+		c.Close()
+	}
+}
+
+// openRunIO opens --stdin and --report. The report's directory is opened
+// now, before the workload runs.
+func openRunIO(cmd *cobra.Command, f *runFlags) (*runIO, error) {
+	r := &runIO{stdinName: f.stdin}
+	if f.asJSON && !cmd.Flags().Changed("stdin") && !f.interactive {
+		r.stdinName = "none" // a captured run reads no terminal unless told to
+	}
+	switch r.stdinName {
+	case "-":
+		r.stdin = os.Stdin
+	case "none":
+	default:
+		in, err := hostfs.OpenInput(r.stdinName)
+		if err != nil {
+			return nil, usageError("--stdin %q: %v", r.stdinName, err)
+		}
+		r.closers = append(r.closers, in)
+		r.stdin = in
+	}
+	if f.report != "" {
+		out, err := hostfs.CreateOutput(f.report)
+		if err != nil {
+			r.close()
+			return nil, usageError("--report %q: %v", f.report, err)
+		}
+		r.closers = append(r.closers, out)
+		r.report = out
+	}
+	return r, nil
+}
+
+// finishRun writes the report (--report, --json) of a run that ended
+// with r and runErr, and turns it into jail's exit status.
+func finishRun(f *runFlags, r *jail.Result, runErr error, report *hostfs.Output, stdout, stderr io.Writer) error {
 	if r == nil { // cannot happen: Start and Wait always set it
 		return &exitError{code: jail.ExitSetupError, msg: fmt.Sprint(runErr)}
 	}
