@@ -71,7 +71,7 @@ type HostConfig struct {
 	LogConfig      LogConfig         // none: the output is attached, not stored
 	AutoRemove     bool              // false: jail inspects it, then removes it
 	Privileged     bool              // false
-	Init           bool              // false: the command is the container's PID 1
+	Init           bool              // true: the engine's init (tini) is PID 1, a reaper that passes signals on, as a native jail's PID 1
 }
 
 // Mount is a bind mount of the create body.
@@ -143,6 +143,10 @@ func Map(s *jail.Spec, argv []string) (*Plan, error) {
 	h.ReadonlyRootfs = true
 	h.CapDrop = []string{"ALL"}
 	h.LogConfig = LogConfig{Type: "none"}
+	// The command must not be PID 1: the kernel drops signals PID 1 has
+	// no handler for (a TERM passed on from jail would do nothing), and
+	// nothing would reap its orphans.
+	h.Init = true
 	// Docker mounts /sys (read-only, with the host's cgroup hierarchies
 	// on cgroup v1), which a jail does not have: masked whole.
 	h.MaskedPaths, h.ReadonlyPaths = append(slices.Clone(o.Linux.MaskedPaths), "/sys"), o.Linux.ReadonlyPaths
