@@ -101,6 +101,7 @@ func testMain(m *testing.M) int {
 func runChecked(m *testing.M) int {
 	before := hostState()
 	code := m.Run()
+	stopDocker() // before the host is checked: its processes and cgroups go with it
 	if after := hostState(); code == 0 && after != before {
 		fmt.Printf("integration: the host changed during the tests:\nbefore: %s\nafter:  %s\n", before, after)
 		return 1

@@ -57,6 +57,7 @@ type runFlags struct {
 	allow                           []string
 	netLog                          int
 	backend, image                  string
+	backendReason                   string // set by runJail for --backend auto
 }
 
 func newRunFlags() *runFlags { return &runFlags{noNS: map[string]*bool{}} }
@@ -413,6 +414,7 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 		c.BackendReason = reason
 		return runDocker(cmd, f, c, stdout, stderr)
 	}
+	f.backendReason = reason
 	return runCmd(cmd, f, jail.Command(ctx, spec, args[0], args[1:]...), stdout, stderr)
 }
 
@@ -482,6 +484,9 @@ func runCmd(cmd *cobra.Command, f *runFlags, c *jail.Cmd, stdout, stderr io.Writ
 			}
 		}()
 		runErr = c.Wait()
+	}
+	if c.Result != nil && f.backendReason != "" {
+		c.Result.Isolation.BackendReason = f.backendReason
 	}
 	return finishRun(f, c.Result, runErr, report, stdout, stderr)
 }
