@@ -41,8 +41,9 @@ type Mapping struct {
 	Timeout, KillGrace, CPUTime time.Duration
 	// OutputLimitBytes is the capture's head+tail limit.
 	OutputLimitBytes int64
-	// NetworkMode is none or host (egress is refused: its rules live on
-	// the host's end of a veth jail makes, not in a runtime-spec).
+	// NetworkMode is none, host or egress. The runtime-spec has no
+	// allow-list: a backend carries Network.Allow its own way (a
+	// Kubernetes NetworkPolicy) or refuses egress.
 	NetworkMode string
 	// NotEnforced lists, as "what: why", what the Spec asked for or jail
 	// gives by default that the mapping does not have.
@@ -135,10 +136,6 @@ func FromSpec(s *jail.Spec, argv []string) (*Mapping, error) {
 	}
 	if m.NetworkMode == jail.NetworkHost {
 		disabled["net"] = true
-	}
-	if m.NetworkMode == jail.NetworkEgress {
-		return nil, &jail.FeatureError{Feature: "network.mode egress",
-			Reason: "an allow-list is enforced on the host's end of a veth that the native backend makes; a container backend cannot carry it (use --backend native)"}
 	}
 	for _, n := range []struct {
 		name string

@@ -124,6 +124,10 @@ func Map(s *jail.Spec, argv []string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.NetworkMode == jail.NetworkEgress {
+		return nil, &jail.FeatureError{Feature: "network.mode egress",
+			Reason: "an allow-list is enforced on the host's end of a veth that the native backend makes; a Docker network cannot carry it (use --backend native)"}
+	}
 	o := m.Spec
 	p := &Plan{Mapping: m}
 	b := &p.Body
