@@ -169,7 +169,8 @@ type ErrorInfo struct {
 // Isolation is what a run actually had.
 type Isolation struct {
 	// Backend is what ran the jail: "native" (this host's kernel, by
-	// jail itself) or "docker" (a container of a Docker engine).
+	// jail itself), "docker" (a container of a Docker engine) or "k8s" (a
+	// Pod of a Kubernetes cluster).
 	Backend string `json:"backend"`
 	// BackendReason says why, when the Spec's backend was "auto".
 	BackendReason string `json:"backend_reason,omitempty"`
@@ -188,10 +189,13 @@ type Isolation struct {
 	// UIDMap and GIDMap are the user namespace's id maps.
 	UIDMap []IDMap `json:"uid_map"`
 	GIDMap []IDMap `json:"gid_map"`
-	// Cgroup is "v2", "v1" (some limit uses a cgroup v1 hierarchy) or
-	// "none" (the Spec has no cgroup limits).
+	// Cgroup is "v2", "v1" (some limit uses a cgroup v1 hierarchy),
+	// "runtime" (a Pod's limits, in cgroups its node's runtime makes, of a
+	// version jail does not see) or "none" (the Spec has no cgroup
+	// limits).
 	Cgroup string `json:"cgroup"`
-	// Seccomp is the seccomp policy in force, or "none".
+	// Seccomp is the seccomp policy in force, "runtime/default" (a Pod's
+	// runtime's own profile, not jail's), or "none".
 	Seccomp string `json:"seccomp"`
 	// Landlock is the second wall as it was in force.
 	Landlock LandlockInfo `json:"landlock"`

@@ -158,10 +158,12 @@ type Spec struct {
 	Landlock string `json:"landlock,omitempty"`
 
 	// Backend is what runs the jail: "native" (or empty: this host's
-	// kernel, through [Command]), "docker" (a container on a Docker engine,
-	// through package backend/docker) or "auto" (the CLI picks the first
-	// that can run here, in that order, and the report says which and
-	// why). [Command] runs native jails only and refuses the others.
+	// kernel, through [Command]), "docker" (a container of a Docker engine,
+	// through package backend/docker), "k8s" (a Pod of a Kubernetes
+	// cluster, through package backend/k8s) or "auto" (the CLI picks the
+	// first of native, docker, k8s that can run here, and the report says
+	// which and why). [Command] runs native jails only and refuses the
+	// others.
 	Backend string `json:"backend,omitempty"`
 
 	// Image is the image a container backend runs the jail from (its
@@ -265,6 +267,7 @@ const (
 const (
 	BackendNative = "native"
 	BackendDocker = "docker"
+	BackendK8s    = "k8s"
 	BackendAuto   = "auto"
 )
 
@@ -374,7 +377,10 @@ func validImage(ref string) bool {
 // native backend.
 func (s *Spec) checkNative() error {
 	if s.Backend != "" && s.Backend != BackendNative {
-		return &SpecError{Field: "backend", Value: s.Backend, Err: fmt.Errorf("jail.Command runs native jails only: use `jail run --backend %s` or package backend/docker", s.Backend)}
+		if s.Backend == BackendAuto {
+			return &SpecError{Field: "backend", Value: s.Backend, Err: errors.New("jail.Command runs native jails only: `jail run --backend auto` chooses one")}
+		}
+		return &SpecError{Field: "backend", Value: s.Backend, Err: fmt.Errorf("jail.Command runs native jails only: use `jail run --backend %s` or package backend/%s", s.Backend, s.Backend)}
 	}
 	if s.Image != "" {
 		return &SpecError{Field: "image", Value: s.Image, Err: errors.New("the native backend runs no images: give a root directory (root), or use --backend docker")}
@@ -473,9 +479,9 @@ func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 		return table, err
 	}
 	switch s.Backend {
-	case "", BackendNative, BackendDocker, BackendAuto:
+	case "", BackendNative, BackendDocker, BackendK8s, BackendAuto:
 	default:
-		return nil, bad("backend", s.Backend, "must be native, docker or auto")
+		return nil, bad("backend", s.Backend, "must be native, docker, k8s or auto")
 	}
 	if s.Image != "" && !validImage(s.Image) {
 		return nil, bad("image", s.Image, "want an image reference: letters, digits and . _ - / : @ +, at most 255 bytes")

@@ -1,0 +1,69 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Ping asks the API server for its version: whether it answers, and
+// accepts these credentials.
+func (c *Client) Ping(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/version", nil, nil, nil)
+}
+
+// Prune deletes the Pods and NetworkPolicies in namespace ns that a jail
+// process of this machine made and that process is gone (a `jail run`
+// killed with SIGKILL cannot delete its own), and returns their names as
+// "pod/NAME" and "networkpolicy/NAME". What another machine's jail made,
+// or what has no owner jail can read, is left alone.
+func (c *Client) Prune(ctx context.Context, ns string) ([]string, error) {
+	pods, err := c.ListPods(ctx, ns, LabelManaged)
+	if err != nil {
+		return nil, err
+	}
+	pols, err := c.ListPolicies(ctx, ns, LabelManaged)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, p := range pods {
+		if ownerAlive(p.Metadata.Annotations[AnnotationOwner]) {
+			continue
+		}
+		if err := c.DeletePod(ctx, ns, p.Metadata.Name, 0); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "pod/"+p.Metadata.Name)
+	}
+	for _, p := range pols {
+		if ownerAlive(p.Metadata.Annotations[AnnotationOwner]) {
+			continue
+		}
+		if err := c.DeletePolicy(ctx, ns, p.Metadata.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, "networkpolicy/"+p.Metadata.Name)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// ownerAlive reports whether the AnnotationOwner value names a live
+// process, or one jail cannot judge: another machine's (another boot id),
+// or a malformed value.
+func ownerAlive(owner string) bool {
+	f := strings.Split(owner, ":")
+	if len(f) != 3 || f[0] != bootID() || f[2] == "" {
+		return true
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil || pid <= 0 {
+		return true
+	}
+	return startTime(pid) == f[2]
+}

@@ -1,0 +1,495 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/capture"
+)
+
+// Cmd is a jail run as a Pod. Its fields and methods are those of
+// [jail.Cmd] that apply: set them, then Start and Wait (or Run); Result
+// is then the report. A Pod has no stdin here: the API server's attach is
+// a streaming protocol jail does not speak.
+type Cmd struct {
+	Spec    jail.Spec
+	Args    []string
+	Options Options
+	// Kubeconfig is the kubeconfig file; empty: $KUBECONFIG,
+	// ~/.kube/config, or the in-cluster service account.
+	Kubeconfig string
+	// Stdout receives the container's log (stdout and stderr together,
+	// as the kubelet keeps them); nil discards it unless Capture.
+	Stdout io.Writer
+	// Capture keeps the log, head and tail up to the output limit, in the
+	// Result's stdout.
+	Capture bool
+	// BackendReason is copied into the report's isolation.backend_reason.
+	BackendReason string
+	// Result is the report, set by Start on failure and by Wait.
+	Result *jail.Result
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	cl      *Client
+	plan    *Plan
+	ns      string
+	name    string
+	havePol bool
+	start   time.Time
+	out     *capture.Buffer
+	logDone chan struct{}
+
+	mu      sync.Mutex
+	logging bool
+}
+
+// Command returns a Cmd that runs name with args in a Pod made from spec.
+func Command(ctx context.Context, spec jail.Spec, o Options, name string, args ...string) *Cmd {
+	return &Cmd{ctx: ctx, Spec: spec, Options: o, Args: append([]string{name}, args...)}
+}
+
+// Run starts the Pod and waits for it.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+func (c *Cmd) newResult() *jail.Result {
+	r := &jail.Result{Schema: jail.Schema, Output: "streamed", StdoutEncoding: "utf-8", StderrEncoding: "utf-8",
+		SeccompDenials: []jail.SeccompDenial{}, LimitsHit: []string{}}
+	if c.Capture {
+		r.Output = "captured"
+	}
+	iso := &r.Isolation
+	iso.Backend, iso.BackendReason = jail.BackendK8s, c.BackendReason
+	iso.Namespaces, iso.UIDMap, iso.GIDMap, iso.NotEnforced = []string{}, []jail.IDMap{}, []jail.IDMap{}, []string{}
+	iso.Landlock = jail.LandlockInfo{Enforced: []string{}, Missing: []string{}}
+	iso.Network = jail.NetworkInfo{Mode: jail.NetworkNone, Allow: []jail.AllowInfo{}}
+	iso.Root, iso.RootPath, iso.Cgroup = "image", c.Spec.Image, "none"
+	iso.UID, iso.GID = jail.DefaultUID, jail.DefaultUID
+	if p := c.plan; p != nil {
+		iso.Namespaces = p.Namespaces
+		iso.NotEnforced = append(iso.NotEnforced, p.NotEnforced...)
+		iso.Seccomp = p.SeccompName
+		if sp := p.Pod.Spec.SecurityContext.SeccompProfile; sp.Type == "RuntimeDefault" {
+			iso.Seccomp = "runtime/default"
+		}
+		iso.Network.Mode = p.NetworkMode
+		if p.Allow != nil {
+			iso.Network.Allow = p.Allow
+		}
+		iso.UID, iso.GID = p.Spec.Process.User.UID, p.Spec.Process.User.GID
+		if len(p.Pod.Spec.Containers[0].Resources.Limits) > 0 {
+			iso.Cgroup = "runtime"
+		}
+	}
+	if c.Spec.Landlock != jail.LandlockOff {
+		iso.Landlock.Missing = []string{"fs: the runtime-spec has no Landlock ruleset"}
+	}
+	return r
+}
+
+func (c *Cmd) fail(step string, err error) error {
+	r := c.newResult()
+	r.Status, r.ExitCode = jail.StatusSetupError, jail.ExitSetupError
+	r.Error = &jail.ErrorInfo{Step: step, Message: err.Error()}
+	c.Result = r
+	c.cleanup()
+	return err
+}
+
+// Start maps the Spec, creates the NetworkPolicy and then the Pod. The
+// policy comes first, so that the Pod never runs without it. Whatever
+// fails, both are deleted.
+func (c *Cmd) Start() error {
+	if c.ctx == nil {
+		c.ctx = context.Background()
+	}
+	if c.Result != nil || c.cl != nil {
+		return errors.New("k8s: Cmd started twice")
+	}
+	c.ctx, c.cancel = context.WithCancel(c.ctx)
+	var err error
+	if c.plan, err = Map(c.ctx, &c.Spec, c.Args, c.Options); err != nil {
+		return c.fail("spec", err)
+	}
+	if c.cl, err = NewClient(c.Kubeconfig); err != nil {
+		return c.fail("kubernetes", err)
+	}
+	c.ns = c.Options.Namespace
+	if c.ns == "" {
+		c.ns = c.cl.Namespace
+	}
+	if c.ns == "" {
+		c.ns = "default"
+	}
+	c.name = c.plan.Pod.Metadata.Name
+	owner := OwnerValue()
+	setup, cancel := context.WithTimeout(c.ctx, 60*time.Second)
+	defer cancel()
+
+	pod := c.plan.Pod
+	pod.Metadata.Namespace = c.ns
+	pod.Metadata.Annotations = map[string]string{AnnotationOwner: owner}
+	if c.plan.Policy.Kind != "" {
+		pol := c.plan.Policy
+		pol.Metadata.Namespace = c.ns
+		pol.Metadata.Annotations = map[string]string{AnnotationOwner: owner}
+		if err := c.cl.CreatePolicy(setup, c.ns, &pol); err != nil {
+			return c.fail("network policy", err)
+		}
+		c.havePol = true
+	}
+	c.start = time.Now()
+	got, err := c.cl.CreatePod(setup, c.ns, &pod) // cleanup deletes c.name whatever the answer
+	if err != nil {
+		return c.fail("pod", createError(err, c.Spec.Image))
+	}
+	// An API server drops a field of a feature it has off: a Pod asked
+	// to be in a user namespace must come back so.
+	if pod.Spec.HostUsers != nil && got.Spec.HostUsers == nil {
+		if err := c.gapAfterCreate("user namespace", "this cluster dropped the Pod's hostUsers: false (its UserNamespacesSupport feature is off)"); err != nil {
+			return c.fail("pod", err)
+		}
+	}
+	return nil
+}
+
+// gapAfterCreate refuses, or lists, what the created Pod turned out not to
+// have.
+func (c *Cmd) gapAfterCreate(field, why string) error {
+	if !c.Spec.AllowUnenforced {
+		return &jail.FeatureError{Feature: field, Reason: why + " (--allow-unenforced runs without it and lists it in the report)"}
+	}
+	c.plan.NotEnforced = append(c.plan.NotEnforced, field+": "+why)
+	return nil
+}
+
+func createError(err error, image string) error {
+	var se *StatusError
+	if errors.As(err, &se) && se.Reason == "Invalid" && strings.Contains(se.Message, "image") {
+		return &jail.SpecError{Field: "image", Value: image, Err: errors.New(se.Message)}
+	}
+	return err
+}
+
+// fatalWaiting are the waiting reasons of a container that will not start
+// without a change.
+var fatalWaiting = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"ErrImageNeverPull": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true}
+
+// Wait watches the Pod until its container ends, applying the timeout and
+// cancellation, then reports and deletes the Pod and its policy.
+func (c *Cmd) Wait() error {
+	if c.cl == nil || c.name == "" {
+		return errors.New("k8s: not started")
+	}
+	defer c.cleanup()
+	if c.Capture {
+		c.out = capture.New(c.plan.OutputLimitBytes)
+	}
+	var deadline <-chan time.Time
+	if c.plan.Timeout > 0 {
+		t := time.NewTimer(c.plan.Timeout - time.Since(c.start))
+		defer t.Stop()
+		deadline = t.C
+	}
+	type seen struct {
+		pod   *Pod
+		final bool
+	}
+	events := make(chan seen, 16)
+	wctx, stopWatch := context.WithCancel(c.ctx)
+	defer stopWatch()
+	go func() {
+		for wctx.Err() == nil {
+			p, err := c.cl.GetPod(wctx, c.ns, c.name)
+			if IsNotFound(err) {
+				sendPod(wctx, events, seen{nil, true}) // deleted by someone else
+				return
+			}
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			f := final(p)
+			if !sendPod(wctx, events, seen{p, f}) || f {
+				return
+			}
+			_ = c.cl.WatchPod(wctx, c.ns, c.name, p.Metadata.ResourceVersion, func(p *Pod) bool {
+				f := final(p)
+				return !sendPod(wctx, events, seen{p, f}) || f
+			})
+		}
+	}()
+
+	var last *Pod
+	var reason jail.Status
+	var setupErr error
+loop:
+	for {
+		select {
+		case ev := <-events:
+			last = ev.pod
+			st := containerState(ev.pod)
+			if st != nil && (st.Running != nil || st.Terminated != nil) {
+				c.followLogs()
+			}
+			if st != nil && st.Waiting != nil && fatalWaiting[st.Waiting.Reason] {
+				setupErr = fmt.Errorf("%s: %s", st.Waiting.Reason, st.Waiting.Message)
+				break loop
+			}
+			if ev.final {
+				break loop
+			}
+		case <-deadline:
+			reason = jail.StatusTimedOut
+			break loop
+		case <-c.ctx.Done():
+			reason = jail.StatusCanceled
+			break loop
+		}
+	}
+	stopWatch()
+	c.mu.Lock()
+	logging := c.logging
+	c.mu.Unlock()
+	if reason != "" && logging {
+		// End the Pod now (TERM, then KILL after the kill grace); its
+		// log ends with it.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = c.cl.DeletePod(ctx, c.ns, c.name, int64(c.plan.KillGrace.Seconds()))
+		cancel()
+	}
+	if logging {
+		select {
+		case <-c.logDone:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	c.Result = c.report(last, reason, setupErr)
+	if c.Result.Status == jail.StatusSetupError {
+		return errors.New(c.Result.Error.Message)
+	}
+	return nil
+}
+
+func sendPod[T any](ctx context.Context, ch chan T, v T) bool {
+	select {
+	case ch <- v:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// final reports whether the Pod has ended: its phase, or its container's
+// terminated state.
+func final(p *Pod) bool {
+	if p.Status == nil {
+		return false
+	}
+	if p.Status.Phase == "Succeeded" || p.Status.Phase == "Failed" {
+		return true
+	}
+	st := containerState(p)
+	return st != nil && st.Terminated != nil
+}
+
+func containerState(p *Pod) *ContainerState {
+	if p == nil || p.Status == nil {
+		return nil
+	}
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == containerName {
+			return &p.Status.ContainerStatuses[i].State
+		}
+	}
+	return nil
+}
+
+// followLogs starts, once, following the container's log into the
+// capture and Stdout.
+func (c *Cmd) followLogs() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.logging {
+		return
+	}
+	c.logging = true
+	c.logDone = make(chan struct{})
+	var w io.Writer = io.Discard
+	switch {
+	case c.out != nil && c.Stdout != nil:
+		w = io.MultiWriter(c.out, c.Stdout)
+	case c.out != nil:
+		w = c.out
+	case c.Stdout != nil:
+		w = c.Stdout
+	}
+	go func() {
+		defer close(c.logDone)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 24*time.Hour)
+		defer cancel()
+		_ = c.cl.Logs(ctx, c.ns, c.name, true, w)
+	}()
+}
+
+// report judges the run from the Pod's last state, as the native report
+// judges PID 1's.
+func (c *Cmd) report(p *Pod, reason jail.Status, setupErr error) *jail.Result {
+	r := c.newResult()
+	st := containerState(p)
+	var term *Terminated
+	if st != nil {
+		term = st.Terminated
+	}
+	started := term != nil || st != nil && st.Running != nil
+	switch {
+	case setupErr != nil:
+		r.Status, r.ExitCode = jail.StatusSetupError, jail.ExitSetupError
+		msg := setupErr.Error()
+		if strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory") {
+			r.ExitCode = jail.ExitNotFound
+		}
+		r.Error = &jail.ErrorInfo{Step: "pod", Message: msg}
+	case reason == jail.StatusCanceled:
+		r.Status, r.ExitCode = reason, jail.ExitSetupError
+		r.Error = &jail.ErrorInfo{Step: "run", Message: "canceled: " + fmt.Sprint(context.Cause(c.ctx))}
+	case reason == jail.StatusTimedOut && !started:
+		r.Status, r.ExitCode = jail.StatusSetupError, jail.ExitSetupError
+		r.Error = &jail.ErrorInfo{Step: "pod", Message: "the Pod did not start within the timeout: " + podPhase(p)}
+	case reason == jail.StatusTimedOut || p != nil && p.Status != nil && p.Status.Reason == "DeadlineExceeded":
+		r.Status, r.ExitCode = jail.StatusTimedOut, jail.ExitTimedOut
+		r.LimitsHit = append(r.LimitsHit, "timeout")
+	case term == nil:
+		r.Status, r.ExitCode = jail.StatusSetupError, jail.ExitSetupError
+		r.Error = &jail.ErrorInfo{Step: "pod", Message: "the Pod ended without its container's state: " + podPhase(p)}
+	case term.Reason == "OOMKilled":
+		r.Status, r.ExitCode, r.Signal = jail.StatusOOMKilled, 128+int(syscall.SIGKILL), "KILL"
+		r.OOMKills = 1
+		r.LimitsHit = append(r.LimitsHit, "memory")
+	case term.Reason == "StartError" || term.Reason == "ContainerCannotRun":
+		r.Status, r.ExitCode = jail.StatusSetupError, term.ExitCode
+		if r.ExitCode != jail.ExitNotFound && r.ExitCode != jail.ExitNotExecutable {
+			r.ExitCode = jail.ExitSetupError
+		}
+		r.Error = &jail.ErrorInfo{Step: "execve", Message: c.Args[0] + ": " + term.Message}
+	case term.Signal > 0 || term.ExitCode > 128 && term.ExitCode <= 128+64:
+		sig := syscall.Signal(term.Signal)
+		if sig == 0 {
+			sig = syscall.Signal(term.ExitCode - 128)
+		}
+		r.Status, r.ExitCode, r.Signal = jail.StatusSignaled, 128+int(sig), strings.TrimPrefix(unix.SignalName(sig), "SIG")
+		if sig == syscall.SIGSYS && c.plan.Spec.Linux.Seccomp != nil {
+			r.Status = jail.StatusSeccompKilled
+			r.SeccompDenials = append(r.SeccompDenials, jail.SeccompDenial{Syscall: "unknown", Action: "kill", Workload: true})
+			r.SeccompDenialsTotal = 1
+		}
+	default:
+		r.Status, r.ExitCode = jail.StatusExited, term.ExitCode
+	}
+	if term != nil {
+		s, err1 := time.Parse(time.RFC3339, term.StartedAt)
+		e, err2 := time.Parse(time.RFC3339, term.FinishedAt)
+		if err1 == nil && err2 == nil {
+			r.WallTimeMS = e.Sub(s).Milliseconds()
+		}
+	}
+	r.Isolation.NotEnforced = append(r.Isolation.NotEnforced,
+		"stderr: a Pod's log holds stdout and stderr together: both are in stdout",
+		"report: wall time is the kubelet's, in whole seconds; cpu time, max_rss_bytes and memory_peak_bytes are not reported through the API (0 and null)",
+		"seccomp kill reporting: the runtime reports a death by SIGSYS, not the call")
+	if c.out != nil {
+		r.Stdout, r.StdoutEncoding = encode(c.out)
+		r.StdoutBytes, r.StdoutTruncated = c.out.Total(), c.out.Truncated()
+	}
+	return r
+}
+
+func podPhase(p *Pod) string {
+	if p == nil {
+		return "the Pod was deleted"
+	}
+	if p.Status == nil {
+		return "no status yet"
+	}
+	s := p.Status.Phase
+	if st := containerState(p); st != nil && st.Waiting != nil {
+		s += " (" + st.Waiting.Reason + ")"
+	} else if p.Status.Reason != "" {
+		s += " (" + p.Status.Reason + ")"
+	}
+	return s
+}
+
+func encode(b *capture.Buffer) (string, string) {
+	if s := b.String(); utf8.ValidString(s) {
+		return s, "utf-8"
+	}
+	return b.Base64(), "base64"
+}
+
+// cleanup deletes the Pod and its policy; it runs on every way out of
+// Start and Wait.
+func (c *Cmd) cleanup() {
+	if c.cancel != nil {
+		defer c.cancel()
+	}
+	if c.cl == nil || c.name == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = c.cl.DeletePod(ctx, c.ns, c.name, 0)
+	if c.havePol {
+		_ = c.cl.DeletePolicy(ctx, c.ns, c.name)
+	}
+	c.name = ""
+}
+
+// OwnerValue is this process's AnnotationOwner value: the boot id, the
+// pid and its start time.
+func OwnerValue() string {
+	pid := os.Getpid()
+	return bootID() + ":" + strconv.Itoa(pid) + ":" + startTime(pid)
+}
+
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+}
+
+// startTime is /proc/PID/stat's start time, or "" when the process is
+// gone.
+func startTime(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
