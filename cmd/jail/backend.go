@@ -13,25 +13,29 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/backend/docker"
+	"github.com/jailrt/jail/backend/k8s"
 	"github.com/jailrt/jail/internal/hostcheck"
 )
 
-// chooseBackend resolves the Spec's backend: native and docker are taken
-// as they are; auto is native when `jail check` finds nothing missing that
-// jail needs here, else docker when an engine answers at $DOCKER_HOST. The
-// reason is for the report (isolation.backend_reason).
-func chooseBackend(ctx context.Context, s *jail.Spec) (backend, reason string, err error) {
+// chooseBackend resolves the Spec's backend: native, docker and k8s are
+// taken as they are; auto is native when `jail check` finds nothing
+// missing that jail needs here (and the Spec names no image), else docker
+// when an engine answers at $DOCKER_HOST, else k8s when the API server of
+// the kubeconfig answers. The reason is for the report
+// (isolation.backend_reason).
+func chooseBackend(ctx context.Context, s *jail.Spec, kubeconfig string) (backend, reason string, err error) {
 	switch s.Backend {
 	case "", jail.BackendNative:
 		return jail.BackendNative, "", nil
-	case jail.BackendDocker:
-		return jail.BackendDocker, "", nil
+	case jail.BackendDocker, jail.BackendK8s:
+		return s.Backend, "", nil
 	case jail.BackendAuto:
 	default:
-		return "", "", usageError("--backend %q: want native, docker or auto", s.Backend)
+		return "", "", usageError("--backend %q: want native, docker, k8s or auto", s.Backend)
 	}
 	var missing []string
 	for _, f := range hostcheck.Run() {
@@ -43,17 +47,27 @@ func chooseBackend(ctx context.Context, s *jail.Spec) (backend, reason string, e
 		s.Backend = jail.BackendNative
 		return jail.BackendNative, "auto: this host has every kernel feature jail needs", nil
 	}
-	why := "auto: native: " + strings.Join(missing, "; ")
+	why := "native: " + strings.Join(missing, "; ")
 	if len(missing) == 0 {
-		why = "auto: the spec names an image, which only a container backend runs"
+		why = "native: the spec names an image, which only a container backend runs"
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, derr := docker.Connect(pctx, docker.Host()); derr != nil {
-		return "", "", &exitError{code: jail.ExitSetupError, msg: fmt.Sprintf("--backend auto: no backend can run here: %s; docker: %v", strings.TrimPrefix(why, "auto: "), derr)}
+	_, derr := docker.Connect(pctx, docker.Host())
+	if derr == nil {
+		s.Backend = jail.BackendDocker
+		return jail.BackendDocker, "auto: " + why + "; docker: an engine answers at " + docker.Host(), nil
 	}
-	s.Backend = jail.BackendDocker
-	return jail.BackendDocker, why + "; docker: an engine answers at " + docker.Host(), nil
+	why += fmt.Sprintf("; docker: %v", derr)
+	kc, kerr := k8s.NewClient(kubeconfig)
+	if kerr == nil {
+		kerr = kc.Ping(pctx)
+	}
+	if kerr == nil {
+		s.Backend = jail.BackendK8s
+		return jail.BackendK8s, "auto: " + why + "; k8s: the API server at " + kc.Server + " answers", nil
+	}
+	return "", "", &exitError{code: jail.ExitSetupError, msg: fmt.Sprintf("--backend auto: no backend can run here: %s; k8s: %v", why, kerr)}
 }
 
 // runDocker runs c with run's input and output flags, as runCmd does for
@@ -90,6 +104,39 @@ func runDocker(cmd *cobra.Command, f *runFlags, c *docker.Cmd, stdout, stderr io
 	return finishRun(f, c.Result, runErr, rio.report, stdout, stderr)
 }
 
+// runK8s runs c with run's output flags. A Pod takes no stdin here: one
+// given is refused, the default (jail's own) is none.
+func runK8s(cmd *cobra.Command, f *runFlags, spec jail.Spec, args []string, reason string, stdout, stderr io.Writer) error {
+	if f.tty {
+		return usageError("--tty: not with --backend k8s")
+	}
+	if cmd.Flags().Changed("stdin") && f.stdin != "none" {
+		return usageError("--stdin %q: --backend k8s runs a Pod without stdin (give none)", f.stdin)
+	}
+	g := *f
+	g.stdin = "none"
+	rio, err := openRunIO(cmd, &g)
+	if err != nil {
+		return err
+	}
+	defer rio.close()
+	// A signal to jail ends the run (the Pod is deleted, with the kill
+	// grace): the API server has no way to signal a container.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer stop()
+	c := k8s.Command(ctx, spec, f.kube.options(), args[0], args[1:]...)
+	c.Kubeconfig, c.BackendReason = f.kube.kubeconfig, reason
+	c.Capture = f.asJSON
+	if !f.asJSON {
+		c.Stdout = stdout
+	}
+	runErr := c.Run()
+	if runErr != nil && c.Result != nil && c.Result.Error != nil && isInputError(runErr) {
+		c.Result.Error.Step = "spec"
+	}
+	return finishRun(f, c.Result, runErr, rio.report, stdout, stderr)
+}
+
 func isInputError(err error) bool {
 	return errors.Is(err, jail.ErrInvalidSpec) || errors.Is(err, jail.ErrNotSupported)
 }
@@ -97,21 +144,24 @@ func isInputError(err error) bool {
 func newExportCommand(stdout, stderr io.Writer) *cobra.Command {
 	f := newRunFlags()
 	cmd := &cobra.Command{
-		Use:   "export docker [run flags] -- COMMAND [ARGS...]",
+		Use:   "export docker|k8s [run flags] -- COMMAND [ARGS...]",
 		Short: "Print what a container backend would submit for a run, without running it",
 		Long: `export maps a run (a profile and run's flags, as jail run takes them) on to a backend's API and
 prints what it would submit, running nothing: for docker, the body of the Engine API's
-POST /containers/create, as JSON. What the backend cannot enforce is refused (exit 125) or, when it
-is a default the spec did not ask for (or with --allow-unenforced), listed on stderr, one line each,
-as the report's isolation.not_enforced would list it; the engine's own facts (its user namespace
-remapping, its warnings) are known only at the run.`,
-		Example: `  jail export docker --profile strict --image jail-test --memory 256M -- python3 -c 'print(1)'`,
+POST /containers/create, as JSON; for k8s, the Pod and the NetworkPolicy that selects it, as YAML
+documents (jail names them, labels them and sets the policy's selector at the run). What the
+backend cannot enforce is refused (exit 125) or, when it is a default the spec did not ask for (or
+with --allow-unenforced), listed on stderr, one line each, as the report's isolation.not_enforced
+would list it; what the engine or cluster says at the run (a user namespace it lacks, a warning)
+is known only then. Host names of a k8s egress allow-list are resolved, as the run would.`,
+		Example: `  jail export docker --profile strict --image jail-test --memory 256M -- python3 -c 'print(1)'
+  jail export k8s --profile strict --image python:3.12-slim --k8s-seccomp-profile jail/strict.json -- python3 -c 'print(1)'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
-				return usageError("want a backend (docker) and a command after --")
+				return usageError("want a backend (docker or k8s) and a command after --")
 			}
-			if args[0] != jail.BackendDocker {
-				return usageError("backend %q: export knows docker", args[0])
+			if args[0] != jail.BackendDocker && args[0] != jail.BackendK8s {
+				return usageError("backend %q: export knows docker and k8s", args[0])
 			}
 			return nil
 		},
@@ -120,16 +170,41 @@ remapping, its warnings) are known only at the run.`,
 			if err != nil {
 				return err
 			}
-			p, err := docker.Map(&spec, args[1:])
-			if err != nil {
-				return &exitError{code: jail.ExitSetupError, msg: err.Error()}
+			var notEnforced []string
+			var out []byte
+			switch args[0] {
+			case jail.BackendDocker:
+				p, err := docker.Map(&spec, args[1:])
+				if err != nil {
+					return &exitError{code: jail.ExitSetupError, msg: err.Error()}
+				}
+				notEnforced = p.NotEnforced
+				if out, err = json.MarshalIndent(p.Body, "", "  "); err != nil {
+					return err
+				}
+				out = append(out, '\n')
+			default:
+				p, err := k8s.Map(context.Background(), &spec, args[1:], f.kube.options())
+				if err != nil {
+					return &exitError{code: jail.ExitSetupError, msg: err.Error()}
+				}
+				notEnforced = p.NotEnforced
+				if out, err = yaml.Marshal(p.Pod); err != nil {
+					return err
+				}
+				if p.Policy.Kind != "" {
+					pol, err := yaml.Marshal(p.Policy)
+					if err != nil {
+						return err
+					}
+					out = append(append(out, "---\n"...), pol...)
+				}
 			}
-			for _, n := range p.NotEnforced {
+			for _, n := range notEnforced {
 				fmt.Fprintf(stderr, "%s not enforced: %s\n", marker(), n)
 			}
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(p.Body)
+			_, err = stdout.Write(out)
+			return err
 		},
 	}
 	f.register(cmd.Flags())

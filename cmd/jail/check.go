@@ -14,6 +14,7 @@ import (
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/backend/docker"
+	"github.com/jailrt/jail/backend/k8s"
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/hostcheck"
 	"github.com/jailrt/jail/netns"
@@ -21,8 +22,9 @@ import (
 
 func newCheckCommand(stdout io.Writer) *cobra.Command {
 	var (
-		asJSON, clean bool
-		cgroupParent  string
+		asJSON, clean         bool
+		cgroupParent          string
+		kubeconfig, namespace string
 	)
 	cmd := &cobra.Command{
 		Use:   "check",
@@ -34,7 +36,8 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 			"left: their cgroups, the leases, veth host ends and nftables chains of egress jails, the\n" +
 			"cgroups of sessions whose PID 1 and state are both gone (empty, over a minute old), and the\n" +
 			"pid FIFOs of an unprivileged caller's pasta (in $TMPDIR, jail-pasta-PID-*), and the containers\n" +
-			"of --backend docker runs (labelled org.jailrt.jail) on the engine at $DOCKER_HOST;\n" +
+			"of --backend docker runs (labelled org.jailrt.jail) on the engine at $DOCKER_HOST, and the\n" +
+			"Pods and NetworkPolicies of --backend k8s runs of this machine (with a kubeconfig);\n" +
 			"it prints each one.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
@@ -61,6 +64,13 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 				}
 				if derr != nil {
 					err = errors.Join(err, fmt.Errorf("docker containers: %w", derr))
+				}
+				names, kerr := pruneKube(kubeconfig, namespace)
+				for _, n := range names {
+					fmt.Fprintln(stdout, "removed kubernetes", n)
+				}
+				if kerr != nil {
+					err = errors.Join(err, fmt.Errorf("kubernetes: %w", kerr))
 				}
 				if err != nil || os.Geteuid() != 0 {
 					return err // leases are root's
@@ -98,6 +108,34 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdicts as a JSON array")
 	cmd.Flags().BoolVar(&clean, "clean", false, "remove the cgroups and egress networks that killed jail runs left behind, instead of checking")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "with --clean: also delete the Pods and NetworkPolicies of killed --backend k8s runs of this machine in the cluster of `FILE` (default: $KUBECONFIG or ~/.kube/config, when it exists)")
+	cmd.Flags().StringVar(&namespace, "namespace", "", "with --clean: the `NAMESPACE` to look in (default: the kubeconfig context's, else default)")
 	cmd.Flags().StringVar(&cgroupParent, "cgroup-parent", "", "with --clean: look under `CGROUP` (as jail run --cgroup-parent) instead of jail's own cgroup")
 	return cmd
+}
+
+// pruneKube deletes what killed k8s runs of this machine left in the
+// cluster. Without an explicit kubeconfig, a missing or unusable default
+// one means there is nothing to do.
+func pruneKube(kubeconfig, namespace string) ([]string, error) {
+	c, err := k8s.NewClient(kubeconfig)
+	if err != nil {
+		if kubeconfig == "" {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if namespace == "" {
+		namespace = c.Namespace
+	}
+	if namespace == "" {
+		namespace = "default"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	removed, err := c.Prune(ctx, namespace)
+	if kubeconfig == "" {
+		err = nil // a default kubeconfig's cluster that does not answer is not the host's to clean
+	}
+	return removed, err
 }

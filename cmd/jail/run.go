@@ -20,6 +20,7 @@ import (
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/backend/docker"
+	"github.com/jailrt/jail/backend/k8s"
 	"github.com/jailrt/jail/internal/hostfs"
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/netns"
@@ -58,6 +59,24 @@ type runFlags struct {
 	netLog                          int
 	backend, image                  string
 	backendReason                   string // set by runJail for --backend auto
+	kube                            kubeFlags
+}
+
+// kubeFlags are the k8s backend's settings: where a Pod runs, not what it
+// may do (the Spec's).
+type kubeFlags struct {
+	kubeconfig, namespace, runtimeClass, seccompProfile string
+}
+
+func (k *kubeFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&k.kubeconfig, "kubeconfig", "", "with --backend k8s, the kubeconfig `FILE` (default $KUBECONFIG, ~/.kube/config, or the in-cluster service account); a token or client certificate, no exec plugins")
+	fl.StringVar(&k.namespace, "namespace", "", "with --backend k8s, the `NAMESPACE` of the Pod and its NetworkPolicy (default: the kubeconfig context's, else default)")
+	fl.StringVar(&k.runtimeClass, "runtime-class", "", "with --backend k8s, the Pod's runtimeClassName, e.g. gvisor")
+	fl.StringVar(&k.seccompProfile, "k8s-seccomp-profile", "", "with --backend k8s, the `PATH` below the kubelet's seccomp directory where every node holds the Spec's policy (from `jail seccomp export NAME`), e.g. jail/strict.json; without it the runtime's default profile applies, which is refused unless --allow-unenforced")
+}
+
+func (k *kubeFlags) options() k8s.Options {
+	return k8s.Options{Namespace: k.namespace, RuntimeClass: k.runtimeClass, SeccompProfile: k.seccompProfile}
 }
 
 func newRunFlags() *runFlags { return &runFlags{noNS: map[string]*bool{}} }
@@ -108,8 +127,9 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.binds, "bind", nil, "bind host `SRC[:DST]` read-write (repeatable)")
 	fl.StringArrayVar(&f.roBinds, "ro-bind", nil, "bind host `SRC[:DST]` read-only (repeatable)")
 	fl.StringArrayVar(&f.tmpfs, "tmpfs", nil, "mount a tmpfs at `DST[:size=SIZE]` (default size 64M; repeatable)")
-	fl.StringVar(&f.backend, "backend", "", "what runs the jail: native (this host's kernel), docker (a container of the Docker engine at $DOCKER_HOST, default unix:///var/run/docker.sock; needs --image) or auto (native where this host can, else docker; the report says which and why) (default: the profile's, native)")
-	fl.StringVar(&f.image, "image", "", "with --backend docker, the image the jail runs from (its read-only root), e.g. python:3.12-slim; make one from a directory with `tar -C DIR -c . | docker import - NAME`")
+	fl.StringVar(&f.backend, "backend", "", "what runs the jail: native (this host's kernel), docker (a container of the Docker engine at $DOCKER_HOST, default unix:///var/run/docker.sock; needs --image), k8s (a Pod of the cluster of --kubeconfig; needs --image) or auto (the first of native, docker, k8s that can run here; the report says which and why) (default: the profile's, native)")
+	fl.StringVar(&f.image, "image", "", "with --backend docker or k8s, the image the jail runs from (its read-only root), e.g. python:3.12-slim; make one from a directory with `tar -C DIR -c . | docker import - NAME`")
+	f.kube.register(fl)
 	fl.StringVar(&f.rootfs, "rootfs", "", "use host directory `DIR` as the read-only root instead of the default tmpfs root")
 	fl.StringArrayVar(&f.env, "env", nil, "set `KEY=VALUE` in the jail's environment (repeatable; added to the profile's)")
 	fl.StringVar(&f.envFile, "env-file", "", "read KEY=VALUE lines from `FILE` (# comments and blank lines skipped; a regular file, or a pipe as /dev/fd/N)")
@@ -405,14 +425,17 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	backend, reason, err := chooseBackend(ctx, &spec)
+	backend, reason, err := chooseBackend(ctx, &spec, f.kube.kubeconfig)
 	if err != nil {
 		return err
 	}
-	if backend == jail.BackendDocker {
+	switch backend {
+	case jail.BackendDocker:
 		c := docker.Command(ctx, spec, args[0], args[1:]...)
 		c.BackendReason = reason
 		return runDocker(cmd, f, c, stdout, stderr)
+	case jail.BackendK8s:
+		return runK8s(cmd, f, spec, args, reason, stdout, stderr)
 	}
 	f.backendReason = reason
 	return runCmd(cmd, f, jail.Command(ctx, spec, args[0], args[1:]...), stdout, stderr)
