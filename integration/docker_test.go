@@ -179,6 +179,7 @@ func TestDockerBackendRefuses(t *testing.T) {
 		{[]string{"--landlock", "require"}, "landlock"},
 		{[]string{"--image", "no-such-image:1"}, `image "no-such-image:1"`},
 		{[]string{"--image", ""}, "image"},
+		{[]string{"--uid", "0"}, "uid 0 without a user namespace"},
 	} {
 		args := append([]string{"run", "--backend", "docker", "--image", image}, tc.args...)
 		r := dockerJail(t, sock, nil, append(args, "--", "true")...)

@@ -158,6 +158,13 @@ func (c *Cmd) Start() error {
 	if remapped {
 		c.plan.Namespaces = append([]string{"user"}, c.plan.Namespaces...)
 	} else if !slices.Contains(c.Spec.DisableNamespaces, "user") {
+		// Without a user namespace the container's ids are the host's:
+		// root in it would be the host's root (without capabilities, but
+		// the owner of root's files through any bind or escape).
+		if u := c.plan.Spec.Process.User; (u.UID == 0 || u.GID == 0) && !c.Spec.AllowUnenforced {
+			return c.fail("spec", &jail.FeatureError{Feature: "uid 0 without a user namespace",
+				Reason: "this Docker engine does not remap ids (dockerd --userns-remap): uid or gid 0 in the container would be the host's (--allow-unenforced runs it and lists it in the report)"})
+		}
 		c.plan.NotEnforced = append(c.plan.NotEnforced, "user namespace: this Docker engine does not remap ids (dockerd --userns-remap): the workload's uid is the same uid on the host")
 	}
 	c.plan.NotEnforced = append(c.plan.NotEnforced, "seccomp kill reporting: the engine reports a death by SIGSYS, not the call")
