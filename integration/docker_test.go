@@ -1,10 +1,8 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -31,14 +29,7 @@ func dockerJail(t *testing.T, sock string, stdin io.Reader, args ...string) resu
 	c := jailCmd(ctx, args...)
 	c.Env = append(c.Env, "DOCKER_HOST=unix://"+sock)
 	c.Stdin = stdin
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("jail %v: %v", args, err)
-	}
-	return result{stdout: out.String(), stderr: errb.String(), code: c.ProcessState.ExitCode(), pid: c.Process.Pid}
+	return runJailCmd(t, c)
 }
 
 // dockerJSON runs `jail run --json --backend docker --image IMAGE args...`

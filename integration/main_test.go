@@ -102,6 +102,7 @@ func runChecked(m *testing.M) int {
 	before := hostState()
 	code := m.Run()
 	stopDocker() // before the host is checked: its processes and cgroups go with it
+	stopKube()
 	if after := hostState(); code == 0 && after != before {
 		fmt.Printf("integration: the host changed during the tests:\nbefore: %s\nafter:  %s\n", before, after)
 		return 1
@@ -230,16 +231,21 @@ func runJail(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := jailCmd(ctx, args...)
+	return runJailCmd(t, jailCmd(ctx, args...))
+}
+
+// runJailCmd runs c, a jailCmd, and returns what it printed and its exit
+// code.
+func runJailCmd(t *testing.T, c *exec.Cmd) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	err := c.Run()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("jail %v: %v", args, err)
+		t.Fatalf("jail %v: %v", c.Args[1:], err)
 	}
-	r := result{stdout: out.String(), stderr: errb.String(), code: c.ProcessState.ExitCode(), pid: c.Process.Pid}
-	return r
+	return result{stdout: out.String(), stderr: errb.String(), code: c.ProcessState.ExitCode(), pid: c.Process.Pid}
 }
 
 // runOK runs jail and requires exit 0.

@@ -16,6 +16,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/procfs"
 	"github.com/jailrt/jail/oci"
 )
 
@@ -295,21 +296,12 @@ func ownerLabel() string {
 	return strconv.Itoa(pid) + ":" + startTime(pid)
 }
 
-// startTime is /proc/PID/stat's start time, or "" when the process is
-// gone.
+// startTime is the process's start time (clock ticks after boot), or ""
+// when it is gone (a zombie is gone: it will never remove anything).
 func startTime(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, ok := procfs.ReadStat(pid)
+	if !ok || st.State == 'Z' {
 		return ""
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command may hold spaces and parentheses
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19] // field 22 of the whole line: starttime
+	return strconv.FormatUint(st.StartTime, 10)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/internal/capture"
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // Cmd is a jail run as a Pod. Its fields and methods are those of
@@ -108,6 +109,9 @@ func (c *Cmd) fail(step string, err error) error {
 	r := c.newResult()
 	r.Status, r.ExitCode = jail.StatusSetupError, jail.ExitSetupError
 	r.Error = &jail.ErrorInfo{Step: step, Message: err.Error()}
+	if c.ctx != nil && c.ctx.Err() != nil { // a signal or the caller ended it while it was being set up
+		r.Status, r.Error = jail.StatusCanceled, &jail.ErrorInfo{Step: "run", Message: "canceled: " + fmt.Sprint(context.Cause(c.ctx))}
+	}
 	c.Result = r
 	c.cleanup()
 	return err
@@ -475,21 +479,12 @@ func bootID() string {
 	return strings.TrimSpace(string(b))
 }
 
-// startTime is /proc/PID/stat's start time, or "" when the process is
-// gone.
+// startTime is the process's start time (clock ticks after boot), or ""
+// when it is gone (a zombie is gone: it will never delete anything).
 func startTime(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, ok := procfs.ReadStat(pid)
+	if !ok || st.State == 'Z' {
 		return ""
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
+	return strconv.FormatUint(st.StartTime, 10)
 }
