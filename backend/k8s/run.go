@@ -62,6 +62,17 @@ func Command(ctx context.Context, spec jail.Spec, o Options, name string, args .
 	return &Cmd{ctx: ctx, Spec: spec, Options: o, Args: append([]string{name}, args...)}
 }
 
+// Signal ends the run, whatever sig is: the API server has no call that
+// signals a container. The Pod is deleted with the kill grace (the
+// kubelet sends TERM, then KILL), and the status is canceled.
+func (c *Cmd) Signal(sig os.Signal) error {
+	if c.cancel == nil {
+		return errors.New("k8s: not started")
+	}
+	c.cancel()
+	return nil
+}
+
 // Run starts the Pod and waits for it.
 func (c *Cmd) Run() error {
 	if err := c.Start(); err != nil {

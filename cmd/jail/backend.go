@@ -8,66 +8,29 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/backend"
 	"github.com/jailrt/jail/backend/docker"
 	"github.com/jailrt/jail/backend/k8s"
-	"github.com/jailrt/jail/internal/hostcheck"
 )
 
-// chooseBackend resolves the Spec's backend: native, docker and k8s are
-// taken as they are; auto is native when `jail check` finds nothing
-// missing that jail needs here (and the Spec names no image), else docker
-// when an engine answers at $DOCKER_HOST, else k8s when the API server of
-// the kubeconfig answers. The reason is for the report
-// (isolation.backend_reason).
-func chooseBackend(ctx context.Context, s *jail.Spec, kubeconfig string) (backend, reason string, err error) {
-	switch s.Backend {
-	case "", jail.BackendNative:
-		return jail.BackendNative, "", nil
-	case jail.BackendDocker, jail.BackendK8s:
-		return s.Backend, "", nil
-	case jail.BackendAuto:
-	default:
+// chooseBackend resolves the Spec's backend (backend.Choose); finding
+// none for auto is jail's failure (125), in one line.
+func chooseBackend(ctx context.Context, s *jail.Spec, kubeconfig string) (name, reason string, err error) {
+	name, reason, err = backend.Choose(ctx, s, backend.Options{Kubeconfig: kubeconfig})
+	var se *jail.SpecError
+	switch {
+	case errors.As(err, &se):
 		return "", "", usageError("--backend %q: want native, docker, k8s or auto", s.Backend)
+	case err != nil:
+		return "", "", &exitError{code: jail.ExitSetupError, msg: err.Error()}
 	}
-	var missing []string
-	for _, f := range hostcheck.Run() {
-		if f.Verdict == hostcheck.Missing {
-			missing = append(missing, f.Name+": "+f.Detail)
-		}
-	}
-	if len(missing) == 0 && s.Image == "" {
-		s.Backend = jail.BackendNative
-		return jail.BackendNative, "auto: this host has every kernel feature jail needs", nil
-	}
-	why := "native: " + strings.Join(missing, "; ")
-	if len(missing) == 0 {
-		why = "native: the spec names an image, which only a container backend runs"
-	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, derr := docker.Connect(pctx, docker.Host())
-	if derr == nil {
-		s.Backend = jail.BackendDocker
-		return jail.BackendDocker, "auto: " + why + "; docker: an engine answers at " + docker.Host(), nil
-	}
-	why += fmt.Sprintf("; docker: %v", derr)
-	kc, kerr := k8s.NewClient(kubeconfig)
-	if kerr == nil {
-		kerr = kc.Ping(pctx)
-	}
-	if kerr == nil {
-		s.Backend = jail.BackendK8s
-		return jail.BackendK8s, "auto: " + why + "; k8s: the API server at " + kc.Server + " answers", nil
-	}
-	return "", "", &exitError{code: jail.ExitSetupError, msg: fmt.Sprintf("--backend auto: no backend can run here: %s; k8s: %v", why, kerr)}
+	return name, reason, nil
 }
 
 // runDocker runs c with run's input and output flags, as runCmd does for
