@@ -231,3 +231,82 @@ func TestK8sExport(t *testing.T) {
 	require.Contains(t, r.stderr, "not enforced: network policy:")
 	requireNoKubeObjects(t, cl, ns)
 }
+
+// setPodStatus writes the Pod's status through the API server, as a
+// kubelet would: the test stands in for the node this cluster lacks.
+func setPodStatus(t *testing.T, ns, name string, status map[string]any) {
+	t.Helper()
+	api := testKubeAPI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	path := "/api/v1/namespaces/" + ns + "/pods/" + name
+	code, b, err := api.call(ctx, http.MethodGet, path, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	var pod map[string]any
+	require.NoError(t, json.Unmarshal(b, &pod))
+	pod["status"] = status
+	code, b, err = api.call(ctx, http.MethodPut, path+"/status", pod)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+}
+
+// TestK8sBackendStatus: the report judges real Pod objects whose status
+// the test writes through the API server, as a kubelet would. This proves
+// the API side of a run (the watch, the judgement, the deletion), not a
+// node: this cluster has none.
+func TestK8sBackendStatus(t *testing.T) {
+	kc, ns := testKube(t)
+	cl := kubeClient(t, kc)
+	const started, finished = "2026-11-27T10:00:00Z", "2026-11-27T10:00:03Z"
+	container := func(state map[string]any) map[string]any {
+		return map[string]any{"name": "jail", "image": "registry.example/jail-test:1", "imageID": "", "ready": false, "restartCount": 0, "state": state}
+	}
+	terminated := func(code int, reason, msg string) map[string]any {
+		return map[string]any{"terminated": map[string]any{"exitCode": code, "reason": reason, "message": msg, "startedAt": started, "finishedAt": finished}}
+	}
+	for _, tc := range []struct {
+		name   string
+		status map[string]any
+		want   jail.Status
+		code   int
+		check  func(*testing.T, jail.Result)
+	}{
+		{"exit 3", map[string]any{"phase": "Failed", "containerStatuses": []any{container(terminated(3, "Error", ""))}}, jail.StatusExited, 3,
+			func(t *testing.T, r jail.Result) {
+				require.Equal(t, int64(3000), r.WallTimeMS, "the kubelet's timestamps")
+			}},
+		{"exit 0", map[string]any{"phase": "Succeeded", "containerStatuses": []any{container(terminated(0, "Completed", ""))}}, jail.StatusExited, 0, nil},
+		{"oom", map[string]any{"phase": "Failed", "containerStatuses": []any{container(terminated(137, "OOMKilled", ""))}}, jail.StatusOOMKilled, 137,
+			func(t *testing.T, r jail.Result) { require.Equal(t, []string{"memory"}, r.LimitsHit) }},
+		{"seccomp kill", map[string]any{"phase": "Failed", "containerStatuses": []any{container(terminated(159, "Error", ""))}}, jail.StatusSeccompKilled, 159,
+			func(t *testing.T, r jail.Result) { require.Equal(t, "SYS", r.Signal) }},
+		{"deadline", map[string]any{"phase": "Failed", "reason": "DeadlineExceeded", "message": "Pod was active on the node longer than the specified deadline"}, jail.StatusTimedOut, jail.ExitTimedOut, nil},
+		{"not found", map[string]any{"phase": "Failed", "containerStatuses": []any{container(terminated(128, "StartError", `exec: "nope": executable file not found in $PATH`))}}, jail.StatusSetupError, jail.ExitNotFound,
+			func(t *testing.T, r jail.Result) { require.Equal(t, "execve", r.Error.Step) }},
+		{"image pull", map[string]any{"phase": "Pending", "containerStatuses": []any{container(map[string]any{"waiting": map[string]any{"reason": "ErrImagePull", "message": "pull access denied"}})}}, jail.StatusSetupError, jail.ExitSetupError,
+			func(t *testing.T, r jail.Result) {
+				require.Contains(t, r.Error.Message, "ErrImagePull: pull access denied")
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := kubeJail(t, kc, ns, append(append([]string{"run", "--json"}, kubeRunFlags...), "--timeout", "60s", "--", "true")...)
+			var out bytes.Buffer
+			c.Stdout = &out
+			require.NoError(t, c.Start())
+			t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+			pod := waitPod(t, cl, ns)
+			setPodStatus(t, ns, pod.Metadata.Name, tc.status)
+			_ = c.Wait()
+			var r jail.Result
+			require.NoError(t, json.Unmarshal(out.Bytes(), &r), out.String())
+			require.Equal(t, tc.want, r.Status, "%+v", r.Error)
+			require.Equal(t, tc.code, r.ExitCode)
+			require.Equal(t, tc.code, c.ProcessState.ExitCode())
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+			requireNoKubeObjects(t, cl, ns)
+		})
+	}
+}

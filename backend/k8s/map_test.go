@@ -205,7 +205,8 @@ func TestReport(t *testing.T) {
 		{"deadline", pod("Failed", "DeadlineExceeded", &Terminated{ExitCode: 137, Reason: "Error"}), "", jail.StatusTimedOut, 124, ""},
 		{"our timeout", pod("Running", "", &Terminated{ExitCode: 137}), jail.StatusTimedOut, jail.StatusTimedOut, 124, ""},
 		{"never started", &Pod{Status: &PodStatus{Phase: "Pending"}}, jail.StatusTimedOut, jail.StatusSetupError, 125, ""},
-		{"not found", pod("Failed", "", &Terminated{ExitCode: 127, Reason: "StartError", Message: "exec: \"x\": executable file not found"}), "", jail.StatusSetupError, 127, ""},
+		{"not found", pod("Failed", "", &Terminated{ExitCode: 128, Reason: "StartError", Message: "exec: \"x\": executable file not found"}), "", jail.StatusSetupError, 127, ""},
+		{"not executable", pod("Failed", "", &Terminated{ExitCode: 128, Reason: "StartError", Message: "exec: \"/etc/passwd\": permission denied"}), "", jail.StatusSetupError, 126, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := c.report(tc.p, tc.reason, nil)

@@ -400,11 +400,15 @@ func (c *Cmd) report(p *Pod, reason jail.Status, setupErr error) *jail.Result {
 		r.OOMKills = 1
 		r.LimitsHit = append(r.LimitsHit, "memory")
 	case term.Reason == "StartError" || term.Reason == "ContainerCannotRun":
-		r.Status, r.ExitCode = jail.StatusSetupError, term.ExitCode
-		if r.ExitCode != jail.ExitNotFound && r.ExitCode != jail.ExitNotExecutable {
-			r.ExitCode = jail.ExitSetupError
-		}
+		// The runtime says why only in its message (its exit code is 128).
+		r.Status, r.ExitCode = jail.StatusSetupError, jail.ExitSetupError
 		r.Error = &jail.ErrorInfo{Step: "execve", Message: c.Args[0] + ": " + term.Message}
+		switch m := term.Message; {
+		case strings.Contains(m, "executable file not found") || strings.Contains(m, "no such file or directory"):
+			r.ExitCode, r.Error.Errno = jail.ExitNotFound, "ENOENT"
+		case strings.Contains(m, "permission denied"):
+			r.ExitCode, r.Error.Errno = jail.ExitNotExecutable, "EACCES"
+		}
 	case term.Signal > 0 || term.ExitCode > 128 && term.ExitCode <= 128+64:
 		sig := syscall.Signal(term.Signal)
 		if sig == 0 {
