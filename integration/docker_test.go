@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/backend/docker"
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // These tests run `jail run --backend docker` against the suite's own
@@ -63,6 +65,7 @@ func TestDockerBackendIsolation(t *testing.T) {
 	res, r := dockerJSON(t, sock, image, "--profile", "strict", "--", "sh", "-c",
 		`id; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status; hostname
 		 touch /rootfile 2>/dev/null && echo root-writable; touch /tmp/f && echo tmp-ok
+		 df -k /tmp | tail -n 1
 		 ls /sys | wc -l; cat /proc/kcore 2>/dev/null | head -c1 | wc -c; cat /proc/net/dev | tail -n +3 | cut -d: -f1
 		 echo to-stderr >&2`)
 	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
@@ -77,6 +80,7 @@ func TestDockerBackendIsolation(t *testing.T) {
 	require.Contains(t, out, "\njail\n", "the Spec's hostname")
 	require.NotContains(t, out, "root-writable")
 	require.Contains(t, out, "tmp-ok")
+	require.Regexp(t, `(?m)^tmpfs +65536 .* /tmp$`, out, "strict's 64 MiB /tmp")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Equal(t, []string{"0", "0", "lo"}, []string{strings.TrimSpace(lines[len(lines)-3]), strings.TrimSpace(lines[len(lines)-2]), strings.TrimSpace(lines[len(lines)-1])},
 		"/sys masked, /proc/kcore masked, lo only: %q", out)
@@ -111,6 +115,40 @@ func TestDockerBackendLimits(t *testing.T) {
 		require.Equal(t, 137, res.ExitCode)
 		require.Equal(t, []string{"memory"}, res.LimitsHit)
 		require.Equal(t, "v1", res.Isolation.Cgroup) // this host; the cgroup-v2 VM runs no Docker
+	})
+	t.Run("cgroup files", func(t *testing.T) {
+		// The limits as the kernel has them, read on the host in the
+		// container's cgroup (below the daemon's --cgroup-parent).
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		c := jailCmd(ctx, "run", "--backend", "docker", "--image", image, "--memory", "48M", "--pids", "20", "--cpus", "0.5", "--", "sleep", "30")
+		c.Env = append(c.Env, "DOCKER_HOST=unix://"+sock)
+		require.NoError(t, c.Start())
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		e, err := docker.Connect(ctx, "unix://"+sock)
+		require.NoError(t, err)
+		var id string
+		require.Eventually(t, func() bool {
+			list, err := e.List(ctx, docker.LabelManaged)
+			if err != nil || len(list) != 1 || list[0].State != "running" {
+				return false
+			}
+			id = list[0].ID
+			return true
+		}, 30*time.Second, 50*time.Millisecond)
+		want := map[string]string{"memory.limit_in_bytes": "50331648", "memory.memsw.limit_in_bytes": "50331648", "pids.max": "20",
+			"cpu.cfs_quota_us": "50000", "cpu.cfs_period_us": "100000"}
+		found := map[string]string{}
+		for _, d := range procfs.OwnCgroupDirs() {
+			for f := range want {
+				if b, err := os.ReadFile(filepath.Join(d, dockerCgroup, id, f)); err == nil {
+					found[f] = strings.TrimSpace(string(b))
+				}
+			}
+		}
+		require.Equal(t, want, found)
+		require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+		_ = c.Wait()
 	})
 	t.Run("pids", func(t *testing.T) {
 		res, _ := dockerJSON(t, sock, image, "--pids", "8", "--", "sh", "-c", "for i in $(seq 1 20); do sleep 5 & done; wait")

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // testImage is the image testDocker imports into the private daemon.
@@ -375,12 +375,8 @@ func removeDockerContainers() {
 // deepest first, in every hierarchy. runc leaves the parent behind, and the
 // containers' own groups too when the daemon was killed.
 func removeDockerCgroups() error {
-	dirs, err := ownCgroupDirs()
-	if err != nil {
-		return err
-	}
 	var errs []error
-	for _, d := range dirs {
+	for _, d := range procfs.OwnCgroupDirs() {
 		var tree []string
 		filepath.WalkDir(filepath.Join(d, dockerCgroup), func(p string, e fs.DirEntry, err error) error {
 			if err == nil && e.IsDir() {
@@ -409,61 +405,6 @@ func rmdirCgroup(p string) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// ownCgroupDirs returns this process's cgroup directory in every mounted
-// hierarchy, from /proc/self/cgroup and where the mount table has each
-// hierarchy: cgroup v1 controllers, named v1 hierarchies (name=systemd) and
-// the v2 tree.
-func ownCgroupDirs() ([]string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return nil, err
-	}
-	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
-	if err != nil {
-		return nil, err
-	}
-	var dirs []string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		_, rest, _ := strings.Cut(line, ":")
-		ctrls, path, ok := strings.Cut(rest, ":")
-		if !ok {
-			continue
-		}
-		for _, m := range mounts {
-			if !mountsHierarchy(m, ctrls) {
-				continue
-			}
-			// A mount of part of the hierarchy (a container's) shows
-			// paths below its root only.
-			rel, ok := strings.CutPrefix(path, m.Root)
-			if !ok || (m.Root != "/" && rel != "" && !strings.HasPrefix(rel, "/")) {
-				continue
-			}
-			dirs = append(dirs, filepath.Join(m.Mountpoint, rel))
-			break
-		}
-	}
-	return dirs, nil
-}
-
-// mountsHierarchy reports whether m is a mount of the hierarchy of the
-// /proc/self/cgroup line with controllers ctrls ("" for cgroup v2).
-func mountsHierarchy(m *mountinfo.Info, ctrls string) bool {
-	if ctrls == "" {
-		return m.FSType == "cgroup2"
-	}
-	if m.FSType != "cgroup" {
-		return false
-	}
-	opts := strings.Split(m.VFSOptions, ",")
-	for _, c := range strings.Split(ctrls, ",") {
-		if !slices.Contains(opts, c) {
-			return false
-		}
-	}
-	return true
 }
 
 // dockerClient returns an HTTP client for the Engine API at the unix
