@@ -26,7 +26,7 @@ import (
 // left; the judgement of a container's end is unit-tested on the states
 // the API documents (backend/k8s TestReport).
 
-func kubeJail(t *testing.T, kubeconfig, ns string, args ...string) *exec.Cmd {
+func kubeJail(t testing.TB, kubeconfig, ns string, args ...string) *exec.Cmd {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	t.Cleanup(cancel)
@@ -39,7 +39,7 @@ func runKube(t *testing.T, kubeconfig, ns string, args ...string) result {
 	return runJailCmd(t, kubeJail(t, kubeconfig, ns, args...))
 }
 
-func kubeClient(t *testing.T, kubeconfig string) *k8s.Client {
+func kubeClient(t testing.TB, kubeconfig string) *k8s.Client {
 	t.Helper()
 	c, err := k8s.NewClient(kubeconfig)
 	require.NoError(t, err)
@@ -48,7 +48,7 @@ func kubeClient(t *testing.T, kubeconfig string) *k8s.Client {
 
 // requireNoKubeObjects fails if the namespace holds a Pod or policy of
 // jail's.
-func requireNoKubeObjects(t *testing.T, c *k8s.Client, ns string) {
+func requireNoKubeObjects(t testing.TB, c *k8s.Client, ns string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -62,7 +62,7 @@ func requireNoKubeObjects(t *testing.T, c *k8s.Client, ns string) {
 }
 
 // waitPod waits for jail's one Pod in ns and returns it.
-func waitPod(t *testing.T, c *k8s.Client, ns string) k8s.Pod {
+func waitPod(t testing.TB, c *k8s.Client, ns string) k8s.Pod {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -71,7 +71,7 @@ func waitPod(t *testing.T, c *k8s.Client, ns string) k8s.Pod {
 		var err error
 		pods, err = c.ListPods(ctx, ns, k8s.LabelManaged)
 		return err == nil && len(pods) == 1
-	}, 30*time.Second, 50*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 	return pods[0]
 }
 
@@ -234,7 +234,7 @@ func TestK8sExport(t *testing.T) {
 
 // setPodStatus writes the Pod's status through the API server, as a
 // kubelet would: the test stands in for the node this cluster lacks.
-func setPodStatus(t *testing.T, ns, name string, status map[string]any) {
+func setPodStatus(t testing.TB, ns, name string, status map[string]any) {
 	t.Helper()
 	api := testKubeAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -309,4 +309,28 @@ func TestK8sBackendStatus(t *testing.T) {
 			requireNoKubeObjects(t, cl, ns)
 		})
 	}
+}
+
+// BenchmarkK8sRun is the Kubernetes backend's API-side cost of a strict
+// `jail run --backend k8s -- true`: jail's start, the policy and the Pod
+// created, the watch, the end written through the API the moment the Pod
+// exists (as a kubelet would, with no node's time in it), the judgement
+// and both deletions. go test -run '^$' -bench K8sRun ./integration/
+func BenchmarkK8sRun(b *testing.B) {
+	kc, ns := testKube(b)
+	cl := kubeClient(b, kc)
+	done := map[string]any{"phase": "Succeeded", "containerStatuses": []any{map[string]any{"name": "jail", "image": "registry.example/jail-test:1",
+		"imageID": "", "ready": false, "restartCount": 0, "state": map[string]any{"terminated": map[string]any{"exitCode": 0, "reason": "Completed"}}}}}
+	for b.Loop() {
+		c := kubeJail(b, kc, ns, append(append([]string{"run", "--json"}, kubeRunFlags...), "--timeout", "60s", "--", "true")...)
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		setPodStatus(b, ns, waitPod(b, cl, ns).Metadata.Name, done)
+		if err := c.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	requireNoKubeObjects(b, cl, ns)
 }

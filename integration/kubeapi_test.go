@@ -62,7 +62,7 @@ type kubeProc struct {
 // stopKube. Skips (t.Skip, with the command to run) when the binaries are
 // not built, and in the unprivileged re-run (var unprivileged); t.Fatal
 // when they cannot start.
-func testKube(t *testing.T) (kubeconfig, namespace string) {
+func testKube(t testing.TB) (kubeconfig, namespace string) {
 	t.Helper()
 	if unprivileged {
 		t.Skip("the private kube-apiserver runs only in the root run of the suite")
@@ -101,7 +101,7 @@ func kubeBinDir() (string, error) {
 // new temp directory, waits until the apiserver is ready and creates the
 // test namespace and its default ServiceAccount. It returns errors rather
 // than failing t: it runs inside privateKube.once.
-func startKube(t *testing.T, bin string) error {
+func startKube(t testing.TB, bin string) error {
 	dir, err := os.MkdirTemp("", "jail-it-kube-")
 	if err != nil {
 		return err
@@ -406,7 +406,7 @@ func newKubeAPI(server, token string, ca []byte) (*kubeAPI, error) {
 
 // testKubeAPI returns the tests' own client of the private API server
 // (its token and CA as testKube made them), outside the product's.
-func testKubeAPI(t *testing.T) *kubeAPI {
+func testKubeAPI(t testing.TB) *kubeAPI {
 	t.Helper()
 	testKube(t)
 	return privateKube.api
