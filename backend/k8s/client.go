@@ -102,7 +102,7 @@ func NewClient(path string) (*Client, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, fmt.Errorf("kubeconfig: %w (point jail at a cluster with --kubeconfig FILE or KUBECONFIG)", err)
 	}
 	var kc kubeconfig
 	if err := yaml.Unmarshal(b, &kc); err != nil {
@@ -269,7 +269,7 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, in
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("kubernetes %s: %s %s: %w", c.Server, method, path, err)
+		return nil, fmt.Errorf("kubernetes API server %s (the kubeconfig's): %s %s: %w", c.Server, method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
