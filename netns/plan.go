@@ -306,6 +306,20 @@ func SpecialRange(a netip.Addr) (netip.Prefix, bool) {
 	return netip.Prefix{}, false
 }
 
+// SpecialRangesIn lists, as CIDRs, the special ranges strictly inside p
+// that an entry of p does not open (see explicit): what a policy that
+// allows p must except. None when p lies inside a special range (it names
+// that part of it explicitly).
+func SpecialRangesIn(p netip.Prefix) []string {
+	var out []string
+	for _, r := range specialRanges {
+		if p.Bits() < r.Bits() && p.Contains(r.Addr()) {
+			out = append(out, r.String())
+		}
+	}
+	return out
+}
+
 func (e *Egress) rules() []Rule {
 	j := e.HostIf
 	allow := func(c Chain, d Dest) Rule {

@@ -287,26 +287,35 @@ func (p *Plan) mapEgress(ctx context.Context, s *jail.Spec, o Options) error {
 		if err != nil {
 			return &jail.SpecError{Field: fmt.Sprintf("network.allow[%d]", i), Value: raw, Err: err}
 		}
+		field := fmt.Sprintf("network.allow[%d]", i)
 		var prefixes []netip.Prefix
 		if d.Host != "" {
 			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			addrs, err := resolve(lctx, d.Host)
 			cancel()
 			if err != nil || len(addrs) == 0 {
-				return &jail.SpecError{Field: fmt.Sprintf("network.allow[%d]", i), Value: raw, Err: fmt.Errorf("cannot resolve %s: %v", d.Host, err)}
+				return &jail.SpecError{Field: field, Value: raw, Err: fmt.Errorf("cannot resolve %s: %v", d.Host, err)}
 			}
 			for _, a := range addrs {
 				a = a.Unmap()
+				// A DNS answer never opens a special range (the metadata
+				// address, a private network), as natively.
+				if r, special := netns.SpecialRange(a); special {
+					return &jail.SpecError{Field: field, Value: raw, Err: fmt.Errorf("%s resolves to %s, in the special range %s: name the address itself to open it", d.Host, a, r)}
+				}
 				prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
 				aliases[a.String()] = append(aliases[a.String()], d.Host)
 			}
 		} else {
-			prefixes = []netip.Prefix{d.Prefix}
+			prefixes = []netip.Prefix{d.Prefix} // IPv4: Spec.Validate refuses IPv6
 		}
 		rule := NetworkPolicyRule{}
 		info := jail.AllowInfo{Dest: raw, Resolved: []string{}}
 		for _, pr := range prefixes {
-			rule.To = append(rule.To, NetworkPolicyPeer{IPBlock: &IPBlock{CIDR: pr.String()}})
+			// A broader entry opens the internet, not the special ranges
+			// inside it (0.0.0.0/0 is not 169.254.169.254), unless it lies
+			// inside one itself: those are named explicitly.
+			rule.To = append(rule.To, NetworkPolicyPeer{IPBlock: &IPBlock{CIDR: pr.String(), Except: netns.SpecialRangesIn(pr)}})
 			r := netns.Dest{Proto: d.Proto, Prefix: pr, PortFrom: d.PortFrom, PortTo: d.PortTo}
 			info.Resolved = append(info.Resolved, r.String())
 		}

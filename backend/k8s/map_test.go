@@ -110,28 +110,47 @@ func TestPodIsTheAPIs(t *testing.T) {
 
 func TestEgressPolicy(t *testing.T) {
 	s := strict(t)
-	s.Network = jail.Network{Mode: jail.NetworkEgress, Allow: []string{"93.184.215.14:443", "udp/10.0.0.53:53", "api.example.com:8000-8010", "192.0.2.0/24"}}
+	s.Network = jail.Network{Mode: jail.NetworkEgress, Allow: []string{"93.184.215.14:443", "udp/10.0.0.53:53", "api.example.com:8000-8010", "192.0.2.0/24", "0.0.0.0/0:443"}}
 	o := withProfile
 	o.Resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
 		require.Equal(t, "api.example.com", host)
-		return []netip.Addr{netip.MustParseAddr("198.51.100.7")}, nil
+		return []netip.Addr{netip.MustParseAddr("93.184.216.7")}, nil
 	}
 	p, err := Map(context.Background(), &s, []string{"true"}, o)
 	require.NoError(t, err)
 	var pol netv1.NetworkPolicy
 	decodeStrict(t, p.Policy, &pol)
-	require.Len(t, pol.Spec.Egress, 4)
+	require.Len(t, pol.Spec.Egress, 5)
 	e := pol.Spec.Egress
 	require.Equal(t, "93.184.215.14/32", e[0].To[0].IPBlock.CIDR)
 	require.Equal(t, int32(443), e[0].Ports[0].Port.IntVal)
 	require.Equal(t, corev1.ProtocolUDP, *e[1].Ports[0].Protocol)
-	require.Equal(t, "198.51.100.7/32", e[2].To[0].IPBlock.CIDR)
+	require.Equal(t, "93.184.216.7/32", e[2].To[0].IPBlock.CIDR)
 	require.Equal(t, int32(8000), e[2].Ports[0].Port.IntVal)
 	require.Equal(t, int32(8010), *e[2].Ports[0].EndPort)
 	require.Nil(t, e[3].Ports[0].Port, "every port")
-	require.Equal(t, []HostAlias{{IP: "198.51.100.7", Hostnames: []string{"api.example.com"}}}, p.Pod.Spec.HostAliases)
+	require.Empty(t, e[1].To[0].IPBlock.Except, "an entry inside a special range names it")
+	require.Empty(t, e[3].To[0].IPBlock.Except)
+	// 0.0.0.0/0 opens the internet, not the metadata address or a
+	// private network (as the native rules).
+	require.Equal(t, "0.0.0.0/0", e[4].To[0].IPBlock.CIDR)
+	require.Contains(t, e[4].To[0].IPBlock.Except, "169.254.0.0/16")
+	require.Contains(t, e[4].To[0].IPBlock.Except, "10.0.0.0/8")
+	require.Contains(t, e[4].To[0].IPBlock.Except, "127.0.0.0/8")
+	require.Equal(t, []HostAlias{{IP: "93.184.216.7", Hostnames: []string{"api.example.com"}}}, p.Pod.Spec.HostAliases)
 	require.Equal(t, "api.example.com:8000-8010", p.Allow[2].Dest)
-	require.Equal(t, []string{"198.51.100.7:8000-8010"}, p.Allow[2].Resolved)
+	require.Equal(t, []string{"93.184.216.7:8000-8010"}, p.Allow[2].Resolved)
+
+	// A name that resolves into a special range opens nothing.
+	o.Resolve = func(context.Context, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+	}
+	s.Network.Allow = []string{"metadata.example:80"}
+	_, err = Map(context.Background(), &s, []string{"true"}, o)
+	require.ErrorContains(t, err, "special range 169.254.0.0/16")
+	s.Network.Allow = []string{"[2001:db8::1]:443"}
+	_, err = Map(context.Background(), &s, []string{"true"}, o)
+	require.ErrorContains(t, err, "IPv6 destinations are not supported")
 }
 
 func TestMapRefuses(t *testing.T) {

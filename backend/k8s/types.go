@@ -195,9 +195,10 @@ type NetworkPolicyPeer struct {
 	IPBlock *IPBlock `json:"ipBlock,omitempty"`
 }
 
-// IPBlock is a CIDR.
+// IPBlock is a CIDR, less the CIDRs of Except.
 type IPBlock struct {
-	CIDR string `json:"cidr"`
+	CIDR   string   `json:"cidr"`
+	Except []string `json:"except,omitempty"`
 }
 
 // NetworkPolicyPort is a protocol and a port or port range.
