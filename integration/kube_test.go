@@ -334,3 +334,56 @@ func BenchmarkK8sRun(b *testing.B) {
 	b.StopTimer()
 	requireNoKubeObjects(b, cl, ns)
 }
+
+// TestK8sPolicyOutlivesItsPod: a Pod on a node is deleted gracefully (the
+// kubelet stops its containers first), and its NetworkPolicy stays until
+// the Pod object is gone, owned by it: the workload never runs without it.
+// The test binds the Pod to a node as the scheduler would; with no kubelet
+// the Pod stays terminating.
+func TestK8sPolicyOutlivesItsPod(t *testing.T) {
+	kc, ns := testKube(t)
+	cl := kubeClient(t, kc)
+	api := testKubeAPI(t)
+	c := kubeJail(t, kc, ns, append(append([]string{"run", "--json"}, kubeRunFlags...), "--timeout", "60s", "--kill-grace", "1s", "--", "sleep", "60")...)
+	require.NoError(t, c.Start())
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	pod := waitPod(t, cl, ns)
+	name := pod.Metadata.Name
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code, b, err := api.call(ctx, http.MethodPost, "/api/v1/namespaces/"+ns+"/pods/"+name+"/binding",
+		map[string]any{"apiVersion": "v1", "kind": "Binding", "metadata": map[string]any{"name": name}, "target": map[string]any{"kind": "Node", "name": "node-1"}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	t.Cleanup(func() { // no kubelet will finish the deletion: the test does
+		_, _, _ = api.call(context.Background(), http.MethodDelete, "/api/v1/namespaces/"+ns+"/pods/"+name+"?gracePeriodSeconds=0", nil)
+		_, _, _ = api.call(context.Background(), http.MethodDelete, "/apis/networking.k8s.io/v1/namespaces/"+ns+"/networkpolicies/"+name, nil)
+	})
+
+	require.NoError(t, c.Process.Signal(syscall.SIGTERM))
+	_ = c.Wait()
+	p, err := cl.GetPod(ctx, ns, name)
+	require.NoError(t, err, "the Pod is terminating, not force-deleted")
+	require.NotNil(t, p.Status)
+	pols, err := cl.ListPolicies(ctx, ns, k8s.LabelManaged)
+	require.NoError(t, err)
+	require.Len(t, pols, 1, "the policy stays while its Pod exists")
+	var owners struct {
+		Metadata struct {
+			OwnerReferences   []struct{ Kind, Name, UID string } `json:"ownerReferences"`
+			DeletionTimestamp string                             `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	}
+	code, b, err = api.call(ctx, http.MethodGet, "/apis/networking.k8s.io/v1/namespaces/"+ns+"/networkpolicies/"+name, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, json.Unmarshal(b, &owners))
+	require.Len(t, owners.Metadata.OwnerReferences, 1)
+	require.Equal(t, "Pod", owners.Metadata.OwnerReferences[0].Kind)
+	require.Equal(t, pod.Metadata.UID, owners.Metadata.OwnerReferences[0].UID, "the garbage collector deletes it after the Pod")
+	code, b, err = api.call(ctx, http.MethodGet, "/api/v1/namespaces/"+ns+"/pods/"+name, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, json.Unmarshal(b, &owners))
+	require.NotEmpty(t, owners.Metadata.DeletionTimestamp, "deleted gracefully: terminating")
+}

@@ -240,6 +240,11 @@ func IsNotFound(err error) bool {
 // send sends a request and returns a successful answer for the caller to
 // read and close.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, in any) (*http.Response, error) {
+	return c.sendType(ctx, method, path, q, "application/json", in)
+}
+
+// sendType is send with the body's content type (a patch's).
+func (c *Client) sendType(ctx context.Context, method, path string, q url.Values, contentType string, in any) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -258,7 +263,7 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, in
 	}
 	req.Header.Set("Accept", "application/json")
 	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -288,7 +293,12 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, in
 
 // do sends a request and decodes a JSON answer into out (when not nil).
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
-	resp, err := c.send(ctx, method, path, q, in)
+	return c.doType(ctx, method, path, q, "application/json", in, out)
+}
+
+// doType is do with the body's content type.
+func (c *Client) doType(ctx context.Context, method, path string, q url.Values, contentType string, in, out any) error {
+	resp, err := c.sendType(ctx, method, path, q, contentType, in)
 	if err != nil {
 		return err
 	}
@@ -387,6 +397,29 @@ func (c *Client) Logs(ctx context.Context, ns, name string, follow bool, w io.Wr
 	defer resp.Body.Close()
 	_, err = io.Copy(w, resp.Body)
 	return err
+}
+
+// WaitPodGone waits until the Pod object is gone (404), or ctx ends.
+func (c *Client) WaitPodGone(ctx context.Context, ns, name string) error {
+	for {
+		_, err := c.GetPod(ctx, ns, name)
+		if IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// SetPolicyOwner makes the Pod the owner of the NetworkPolicy of the same
+// name (a merge patch of its ownerReferences).
+func (c *Client) SetPolicyOwner(ctx context.Context, ns, name string, pod *Pod) error {
+	patch := map[string]any{"metadata": map[string]any{"ownerReferences": []map[string]any{{
+		"apiVersion": "v1", "kind": "Pod", "name": pod.Metadata.Name, "uid": pod.Metadata.UID}}}}
+	return c.doType(ctx, http.MethodPatch, policiesPath(ns)+"/"+url.PathEscape(name), nil, "application/merge-patch+json", patch, nil)
 }
 
 // CreatePolicy creates the NetworkPolicy.

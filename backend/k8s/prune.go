@@ -34,14 +34,24 @@ func (c *Client) Prune(ctx context.Context, ns string) ([]string, error) {
 		if ownerAlive(p.Metadata.Annotations[AnnotationOwner]) {
 			continue
 		}
-		if err := c.DeletePod(ctx, ns, p.Metadata.Name, 0); err != nil {
+		if err := c.DeletePod(ctx, ns, p.Metadata.Name, 1); err != nil { // graceful: see Cmd.grace
 			errs = append(errs, err)
 			continue
 		}
 		removed = append(removed, "pod/"+p.Metadata.Name)
 	}
+	// A policy goes only once no Pod of its run is left (a Pod being
+	// deleted may still run its workload).
+	left, err := c.ListPods(ctx, ns, LabelManaged)
+	if err != nil {
+		return removed, errors.Join(append(errs, err)...)
+	}
+	running := map[string]bool{}
+	for _, p := range left {
+		running[p.Metadata.Labels[LabelRun]] = true
+	}
 	for _, p := range pols {
-		if ownerAlive(p.Metadata.Annotations[AnnotationOwner]) {
+		if ownerAlive(p.Metadata.Annotations[AnnotationOwner]) || running[p.Metadata.Labels[LabelRun]] {
 			continue
 		}
 		if err := c.DeletePolicy(ctx, ns, p.Metadata.Name); err != nil {

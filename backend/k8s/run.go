@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -175,6 +176,13 @@ func (c *Cmd) Start() error {
 	if err != nil {
 		return c.fail("pod", createError(err, c.Spec.Image))
 	}
+	// The policy is owned by the Pod: whatever happens to this process,
+	// the garbage collector deletes it after the Pod, never before.
+	if c.havePol {
+		if err := c.cl.SetPolicyOwner(setup, c.ns, c.name, got); err != nil {
+			return c.fail("network policy", err)
+		}
+	}
 	// An API server drops a field of a feature it has off: a Pod asked
 	// to be in a user namespace must come back so.
 	if pod.Spec.HostUsers != nil && got.Spec.HostUsers == nil {
@@ -288,7 +296,7 @@ loop:
 		// End the Pod now (TERM, then KILL after the kill grace); its
 		// log ends with it.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = c.cl.DeletePod(ctx, c.ns, c.name, int64(c.plan.KillGrace.Seconds()))
+		_ = c.cl.DeletePod(ctx, c.ns, c.name, c.grace())
 		cancel()
 	}
 	if logging {
@@ -473,13 +481,30 @@ func (c *Cmd) cleanup() {
 	if c.cl == nil || c.name == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	grace := c.grace()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(grace)*time.Second+10*time.Second)
 	defer cancel()
-	_ = c.cl.DeletePod(ctx, c.ns, c.name, 0)
-	if c.havePol {
+	_ = c.cl.DeletePod(ctx, c.ns, c.name, grace)
+	// The policy goes only once the Pod object is gone, that is once the
+	// kubelet has stopped its containers: until then the workload may
+	// still run, and must not run without it. If the Pod outlasts the
+	// wait, the policy stays; its owner reference has the garbage
+	// collector delete it after the Pod.
+	if c.havePol && c.cl.WaitPodGone(ctx, c.ns, c.name) == nil {
 		_ = c.cl.DeletePolicy(ctx, c.ns, c.name)
 	}
 	c.name = ""
+}
+
+// grace is the Pod's deletion grace in whole seconds: the kill grace
+// rounded up, and at least 1. Grace 0 is a forced deletion: the API server
+// forgets the Pod at once while the kubelet may still be running it.
+func (c *Cmd) grace() int64 {
+	g := int64(1)
+	if c.plan != nil {
+		g = max(g, int64(math.Ceil(c.plan.KillGrace.Seconds())))
+	}
+	return g
 }
 
 // OwnerValue is this process's AnnotationOwner value: the boot id, the
