@@ -252,6 +252,17 @@ func TestDockerBackendKilledJail(t *testing.T) {
 	victim := running(1)[0].ID
 	live := start()
 	running(2)
+	// A live jail in another PID namespace (a container sharing the
+	// engine's socket): its pid means nothing here, so it is left alone.
+	other := exec.CommandContext(ctx, "unshare", "--pid", "--fork", "--mount-proc", "--kill-child", jailBin, "run", "--backend", "docker", "--image", image, "--", "sleep", "60")
+	other.Env = []string{"PATH=/usr/bin:/bin", "DOCKER_HOST=unix://" + sock}
+	require.NoError(t, other.Start())
+	t.Cleanup(func() {
+		_ = other.Process.Kill()
+		_ = other.Wait()
+		_ = e.Remove(context.Background(), otherID(t, e, victim))
+	})
+	running(3)
 	require.NoError(t, killed.Process.Kill())
 	_ = killed.Wait()
 
@@ -259,6 +270,10 @@ func TestDockerBackendKilledJail(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "removed docker container "+victim)
 	require.Equal(t, 1, strings.Count(r.stdout, "removed docker container"), "only the killed jail's: %s", r.stdout)
+	running(2)
+	require.NoError(t, other.Process.Kill()) // its jail dies with unshare (--kill-child): its container stays
+	_ = other.Wait()
+	require.NoError(t, e.Remove(ctx, otherID(t, e, victim)))
 	left := running(1)
 	require.NotEqual(t, victim, left[0].ID)
 
@@ -301,4 +316,21 @@ func TestBackendAuto(t *testing.T) {
 	require.Equal(t, jail.StatusExited, res.Status)
 	require.Contains(t, res.Isolation.BackendReason, "image")
 	requireNoContainers(t, sock)
+}
+
+// otherID is the id of a container of jail's that the live jail of
+// TestDockerBackendKilledJail did not make: the one in another PID
+// namespace (its owner tag's namespace is not this one's).
+func otherID(t *testing.T, e *docker.Engine, skip string) string {
+	t.Helper()
+	list, err := e.List(context.Background(), docker.LabelManaged)
+	require.NoError(t, err)
+	self := strings.Split(procfs.OwnerTag(), ":")
+	for _, c := range list {
+		f := strings.Split(c.Labels[docker.LabelOwner], ":")
+		if c.ID != skip && len(f) == 4 && f[1] != self[1] {
+			return c.ID
+		}
+	}
+	return ""
 }

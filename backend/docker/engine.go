@@ -281,6 +281,7 @@ func (e *Engine) Inspect(ctx context.Context, id string) (*State, error) {
 // Container is one entry of a listing.
 type Container struct {
 	ID     string `json:"Id"`
+	Names  []string
 	Labels map[string]string
 	State  string
 }

@@ -8,7 +8,6 @@ package docker
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,14 +15,13 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/jailrt/jail"
-	"github.com/jailrt/jail/internal/procfs"
 	"github.com/jailrt/jail/oci"
 )
 
-// Labels jail puts on its containers. LabelOwner is "PID:START", the
-// jail process that made the container and its start time (clock ticks
-// since boot, /proc/PID/stat's 22nd field), so that `jail check --clean`
-// removes a container only when its maker is gone.
+// Labels jail puts on its containers. LabelOwner is procfs.OwnerTag of
+// the jail process that made the container (boot id, PID namespace, pid,
+// start time), so that `jail check --clean` removes a container only when
+// its maker is certainly gone.
 const (
 	LabelManaged = "org.jailrt.jail"
 	LabelOwner   = "org.jailrt.jail.owner"
@@ -288,20 +286,4 @@ func ulimitValue(v uint64) int64 {
 		return -1
 	}
 	return int64(v)
-}
-
-// ownerLabel is this process's LabelOwner value.
-func ownerLabel() string {
-	pid := os.Getpid()
-	return strconv.Itoa(pid) + ":" + startTime(pid)
-}
-
-// startTime is the process's start time (clock ticks after boot), or ""
-// when it is gone (a zombie is gone: it will never remove anything).
-func startTime(pid int) string {
-	st, ok := procfs.ReadStat(pid)
-	if !ok || st.State == 'Z' {
-		return ""
-	}
-	return strconv.FormatUint(st.StartTime, 10)
 }

@@ -173,10 +173,3 @@ func TestVersionLess(t *testing.T) {
 	require.False(t, versionLess("1.51", "1.41"))
 	require.True(t, versionLess("1.51", "2.0"))
 }
-
-func TestOwnerAlive(t *testing.T) {
-	require.True(t, ownerAlive(ownerLabel()), "this process")
-	require.True(t, ownerAlive("garbage"), "malformed: not jail's to remove")
-	require.True(t, ownerAlive(""), "missing")
-	require.False(t, ownerAlive("2147483646:12345"), "no such process")
-}

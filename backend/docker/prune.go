@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strconv"
+	"slices"
 	"strings"
+
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // Prune removes the containers jail made whose jail process is gone (a
 // `jail run` killed with SIGKILL cannot remove its own) and returns their
-// ids. A container whose maker still runs is left alone, as is every
-// container without jail's labels. With no engine at host (DOCKER_HOST
+// ids. A container whose maker may still run (procfs.OwnerGone: one of
+// another PID namespace, or whose /proc cannot be read) is left alone, as
+// is every container without jail's labels and name. With no engine at host (DOCKER_HOST
 // unset and no socket at the default path) there is nothing to do.
 func Prune(ctx context.Context, host string) ([]string, error) {
 	if host == DefaultHost && os.Getenv("DOCKER_HOST") == "" {
@@ -33,7 +36,10 @@ func Prune(ctx context.Context, host string) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, c := range list {
-		if ownerAlive(c.Labels[LabelOwner]) {
+		// Named by jail too: an image's labels are its containers', so
+		// the labels alone do not make a container jail's.
+		if !slices.ContainsFunc(c.Names, func(n string) bool { return strings.HasPrefix(n, "/jail-") }) ||
+			!procfs.OwnerGone(c.Labels[LabelOwner], true) {
 			continue
 		}
 		if err := e.Remove(ctx, c.ID); err != nil {
@@ -43,16 +49,4 @@ func Prune(ctx context.Context, host string) ([]string, error) {
 		removed = append(removed, c.ID)
 	}
 	return removed, errors.Join(errs...)
-}
-
-// ownerAlive reports whether the process a LabelOwner value names still
-// runs: the same pid with the same start time. A malformed value counts as
-// alive: jail does not remove what it cannot tell is its own leftover.
-func ownerAlive(owner string) bool {
-	pidS, start, ok := strings.Cut(owner, ":")
-	pid, err := strconv.Atoi(pidS)
-	if !ok || err != nil || pid <= 0 || start == "" {
-		return true
-	}
-	return startTime(pid) == start
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/internal/capture"
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // Cmd is a jail run as a container. Its fields and methods are those of
@@ -170,7 +171,7 @@ func (c *Cmd) Start() error {
 	c.plan.NotEnforced = append(c.plan.NotEnforced, "seccomp kill reporting: the engine reports a death by SIGSYS, not the call")
 
 	b := c.plan.Body
-	b.Labels = map[string]string{LabelManaged: "1", LabelOwner: ownerLabel()}
+	b.Labels = map[string]string{LabelManaged: "1", LabelOwner: procfs.OwnerTag()}
 	if c.Stdin != nil {
 		b.AttachStdin, b.OpenStdin, b.StdinOnce = true, true, true
 	}

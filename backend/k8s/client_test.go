@@ -56,11 +56,3 @@ contexts: []`,
 	_, err = KubeconfigPath()
 	require.ErrorContains(t, err, "several files")
 }
-
-func TestOwnerAlive(t *testing.T) {
-	require.True(t, ownerAlive(OwnerValue()), "this process")
-	require.False(t, ownerAlive(bootID()+":2147483646:1"), "no such process")
-	require.True(t, ownerAlive("another-boot:1:1"), "another machine's: not ours to judge")
-	require.True(t, ownerAlive("garbage"))
-	require.True(t, ownerAlive(""))
-}

@@ -28,9 +28,9 @@ import (
 
 // Labels and annotations jail puts on its objects. LabelRun, a random id
 // per run, is what the run's NetworkPolicy selects. AnnotationOwner is
-// "BOOT_ID:PID:START" of the jail process that made them, so that `jail
-// check --clean` removes only what a jail process of this machine left
-// when it was killed.
+// procfs.OwnerTag of the jail process that made them (boot id, PID
+// namespace, pid, start time), so that `jail check --clean` removes only
+// what a jail process of this machine left when it was killed.
 const (
 	LabelManaged    = "org.jailrt.jail"
 	LabelRun        = "org.jailrt.jail.run"

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
-	"strings"
+
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // Ping asks the API server for its version: whether it answers, and
@@ -31,7 +31,7 @@ func (c *Client) Prune(ctx context.Context, ns string) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, p := range pods {
-		if ownerAlive(p.Metadata.Annotations[AnnotationOwner]) {
+		if !procfs.OwnerGone(p.Metadata.Annotations[AnnotationOwner], false) {
 			continue
 		}
 		if err := c.DeletePod(ctx, ns, p.Metadata.Name, 1); err != nil { // graceful: see Cmd.grace
@@ -51,7 +51,7 @@ func (c *Client) Prune(ctx context.Context, ns string) ([]string, error) {
 		running[p.Metadata.Labels[LabelRun]] = true
 	}
 	for _, p := range pols {
-		if ownerAlive(p.Metadata.Annotations[AnnotationOwner]) || running[p.Metadata.Labels[LabelRun]] {
+		if !procfs.OwnerGone(p.Metadata.Annotations[AnnotationOwner], false) || running[p.Metadata.Labels[LabelRun]] {
 			continue
 		}
 		if err := c.DeletePolicy(ctx, ns, p.Metadata.Name); err != nil {
@@ -61,19 +61,4 @@ func (c *Client) Prune(ctx context.Context, ns string) ([]string, error) {
 		removed = append(removed, "networkpolicy/"+p.Metadata.Name)
 	}
 	return removed, errors.Join(errs...)
-}
-
-// ownerAlive reports whether the AnnotationOwner value names a live
-// process, or one jail cannot judge: another machine's (another boot id),
-// or a malformed value.
-func ownerAlive(owner string) bool {
-	f := strings.Split(owner, ":")
-	if len(f) != 3 || f[0] != bootID() || f[2] == "" {
-		return true
-	}
-	pid, err := strconv.Atoi(f[1])
-	if err != nil || pid <= 0 {
-		return true
-	}
-	return startTime(pid) == f[2]
 }

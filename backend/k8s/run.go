@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -155,7 +154,7 @@ func (c *Cmd) Start() error {
 		c.ns = "default"
 	}
 	c.name = c.plan.Pod.Metadata.Name
-	owner := OwnerValue()
+	owner := procfs.OwnerTag()
 	setup, cancel := context.WithTimeout(c.ctx, 60*time.Second)
 	defer cancel()
 
@@ -505,26 +504,4 @@ func (c *Cmd) grace() int64 {
 		g = max(g, int64(math.Ceil(c.plan.KillGrace.Seconds())))
 	}
 	return g
-}
-
-// OwnerValue is this process's AnnotationOwner value: the boot id, the
-// pid and its start time.
-func OwnerValue() string {
-	pid := os.Getpid()
-	return bootID() + ":" + strconv.Itoa(pid) + ":" + startTime(pid)
-}
-
-func bootID() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return strings.TrimSpace(string(b))
-}
-
-// startTime is the process's start time (clock ticks after boot), or ""
-// when it is gone (a zombie is gone: it will never delete anything).
-func startTime(pid int) string {
-	st, ok := procfs.ReadStat(pid)
-	if !ok || st.State == 'Z' {
-		return ""
-	}
-	return strconv.FormatUint(st.StartTime, 10)
 }

@@ -5,6 +5,7 @@ package procfs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -154,4 +155,53 @@ func ReadIdentity(proc string) (Identity, error) {
 		return Identity{}, fmt.Errorf("stat %s: no inode", ns)
 	}
 	return Identity{StartTime: st.StartTime, PIDNS: sys.Ino, State: st.State}, nil
+}
+
+// OwnerTag names this process on objects it makes that outlive it
+// elsewhere (a container, a Pod): "BOOT:PIDNS:PID:START", the boot id, the
+// inode of its PID namespace, its pid there and its start time.
+func OwnerTag() string {
+	id, err := ReadIdentity("self")
+	if err != nil {
+		return ""
+	}
+	return bootID() + ":" + strconv.FormatUint(id.PIDNS, 10) + ":" + strconv.Itoa(os.Getpid()) + ":" + strconv.FormatUint(id.StartTime, 10)
+}
+
+// OwnerGone reports whether the process an OwnerTag names has certainly
+// ended: its pid is free, or holds another process, or a zombie. Whatever
+// this process cannot judge counts as alive: a malformed tag, another PID
+// namespace than its own (a jail in a container sharing the engine), a
+// /proc it may not read. A tag of another boot is gone when otherBootGone
+// (the engine runs on this machine, which has rebooted since) and alive
+// otherwise (a cluster's objects made by another machine).
+func OwnerGone(tag string, otherBootGone bool) bool {
+	f := strings.Split(tag, ":")
+	if len(f) != 4 || f[0] == "" {
+		return false
+	}
+	if f[0] != bootID() {
+		return otherBootGone
+	}
+	self, err := ReadIdentity("self")
+	if err != nil || strconv.FormatUint(self.PIDNS, 10) != f[1] {
+		return false
+	}
+	pid, err := strconv.Atoi(f[2])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	id, err := ReadIdentity(f[2])
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return true
+	case err != nil:
+		return false
+	}
+	return strconv.FormatUint(id.StartTime, 10) != f[3] || id.State == 'Z'
+}
+
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
 }

@@ -3,6 +3,7 @@ package procfs
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -54,5 +55,32 @@ func TestReadIdentity(t *testing.T) {
 	}
 	if _, err := ReadIdentity("999999999"); err == nil {
 		t.Error("got an identity for a pid that cannot exist")
+	}
+}
+
+func TestOwnerGone(t *testing.T) {
+	tag := OwnerTag()
+	f := strings.Split(tag, ":")
+	if len(f) != 4 {
+		t.Fatalf("OwnerTag %q", tag)
+	}
+	boot, ns, start := f[0], f[1], f[3]
+	for _, tc := range []struct {
+		tag       string
+		otherBoot bool
+		gone      bool
+	}{
+		{tag, true, false}, // this process
+		{boot + ":" + ns + ":2147483646:" + start, true, true}, // no such pid
+		{boot + ":" + ns + ":" + f[2] + ":1", true, true},      // the pid holds another process
+		{boot + ":1:" + f[2] + ":" + start, true, false},       // another PID namespace: cannot judge
+		{"other-boot:" + ns + ":1:1", true, true},              // a local engine after a reboot
+		{"other-boot:" + ns + ":1:1", false, false},            // a cluster: another machine's
+		{"garbage", true, false},
+		{"", true, false},
+	} {
+		if got := OwnerGone(tc.tag, tc.otherBoot); got != tc.gone {
+			t.Errorf("OwnerGone(%q, %v) = %v, want %v", tc.tag, tc.otherBoot, got, tc.gone)
+		}
 	}
 }
