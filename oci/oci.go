@@ -13,6 +13,7 @@ package oci
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -48,7 +49,14 @@ type Mapping struct {
 	// NotEnforced lists, as "what: why", what the Spec asked for or jail
 	// gives by default that the mapping does not have.
 	NotEnforced []string
+	// SystemMounts is how many of Spec.Mounts, at its start, are jail's
+	// own (/proc, /dev, /dev/pts, /dev/shm, /tmp); the Spec's follow.
+	SystemMounts int
 }
+
+// SystemTargets are where a container runtime mounts its own file systems:
+// a container backend refuses the Spec's mounts on them or below them.
+var SystemTargets = []string{"/proc", "/dev", "/sys"}
 
 // Gap records a field a target cannot express. A field the Spec asked for
 // (asked) is refused with a *jail.FeatureError unless the Spec allows
@@ -161,7 +169,14 @@ func FromSpec(s *jail.Spec, argv []string) (*Mapping, error) {
 	o.Linux.CgroupsPath = s.CgroupParent
 
 	o.Mounts = systemMounts(s)
-	for _, mt := range s.Mounts {
+	m.SystemMounts = len(o.Mounts)
+	for i, mt := range s.Mounts {
+		for _, sys := range SystemTargets {
+			if mt.Target == sys || strings.HasPrefix(mt.Target, sys+"/") {
+				return nil, &jail.FeatureError{Feature: fmt.Sprintf("mounts[%d] (%s)", i, mt.Target),
+					Reason: "a container's runtime mounts /proc, /dev and /sys itself: a mount there would be dropped or fought over"}
+			}
+		}
 		switch mt.Type {
 		case mounts.Tmpfs:
 			o.Mounts = append(o.Mounts, tmpfs(mt.Target, mt.SizeBytes, "1777"))

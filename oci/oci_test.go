@@ -147,3 +147,17 @@ func TestConversions(t *testing.T) {
 	require.Equal(t, uint16(10), oci.BlkioWeight(1))
 	require.Equal(t, uint16(1000), oci.BlkioWeight(10000))
 }
+
+// TestSystemTargets: a mount of the Spec's on the runtime's own /proc,
+// /dev or /sys is refused, never dropped (found by review: a bind on
+// /dev/shm became ShmSize 0).
+func TestSystemTargets(t *testing.T) {
+	for _, target := range []string{"/proc", "/dev", "/dev/shm", "/dev/pts", "/sys/fs"} {
+		s := strict(t)
+		s.Mounts = []mounts.Mount{{Type: mounts.Tmpfs, Target: target}}
+		_, err := oci.FromSpec(&s, []string{"true"})
+		var fe *jail.FeatureError
+		require.ErrorAs(t, err, &fe, target)
+		require.Contains(t, fe.Feature, target)
+	}
+}

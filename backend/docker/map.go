@@ -217,10 +217,10 @@ func Map(s *jail.Spec, argv []string) (*Plan, error) {
 	// Mounts: /tmp and tmpfs mounts as the Engine's Tmpfs, binds as bind
 	// mounts with private propagation; /proc, /dev and /dev/pts are
 	// Docker's own, /dev/shm is ShmSize.
-	for _, mt := range o.Mounts {
+	for i, mt := range o.Mounts {
 		switch {
-		case mt.Destination == "/proc" || mt.Destination == "/dev" || mt.Destination == "/dev/pts":
-		case mt.Destination == "/dev/shm":
+		case i < m.SystemMounts && (mt.Destination == "/proc" || mt.Destination == "/dev" || mt.Destination == "/dev/pts"):
+		case i < m.SystemMounts && mt.Destination == "/dev/shm":
 			h.ShmSize = sizeOf(mt.Options)
 		case mt.Type == "tmpfs":
 			if h.Tmpfs == nil {

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -178,12 +179,12 @@ func Map(ctx context.Context, s *jail.Spec, argv []string, o Options) (*Plan, er
 	}
 
 	procDefault := "Default"
-	c := Container{Name: containerName, Image: s.Image, Command: rs.Process.Args[:1], Args: rs.Process.Args[1:], WorkingDir: rs.Process.Cwd,
+	c := Container{Name: containerName, Image: s.Image, Command: escape(rs.Process.Args[:1]), Args: escape(rs.Process.Args[1:]), WorkingDir: rs.Process.Cwd,
 		SecurityContext: &ContainerSecurityCtx{ReadOnlyRootFilesystem: &t, AllowPrivilegeEscalation: &f, Privileged: &f,
 			Capabilities: &Capabilities{Drop: []string{"ALL"}}, ProcMount: &procDefault}}
 	for _, e := range rs.Process.Env {
 		k, v, _ := cutEnv(e)
-		c.Env = append(c.Env, EnvVar{Name: k, Value: v})
+		c.Env = append(c.Env, EnvVar{Name: k, Value: escapeRef(v)})
 	}
 
 	// Mounts: /tmp, /dev/shm and tmpfs mounts as memory emptyDirs; binds
@@ -191,7 +192,7 @@ func Map(ctx context.Context, s *jail.Spec, argv []string, o Options) (*Plan, er
 	sized := false
 	for i, mt := range rs.Mounts {
 		switch {
-		case mt.Destination == "/proc" || mt.Destination == "/dev" || mt.Destination == "/dev/pts":
+		case i < m.SystemMounts && (mt.Destination == "/proc" || mt.Destination == "/dev" || mt.Destination == "/dev/pts"):
 		case mt.Type == "bind":
 			return nil, &jail.FeatureError{Feature: fmt.Sprintf("mounts (bind %s)", mt.Source), Reason: "a Pod cannot bind a path of this host; a hostPath would bind the node's"}
 		case mt.Type == "tmpfs":
@@ -258,6 +259,11 @@ func Map(ctx context.Context, s *jail.Spec, argv []string, o Options) (*Plan, er
 			return nil, err
 		}
 	case jail.NetworkEgress:
+		if s.Network.LogDenied > 0 {
+			if err := gap("network.log_denied", true, "a NetworkPolicy reports no refused destinations"); err != nil {
+				return nil, err
+			}
+		}
 		if err := p.mapEgress(ctx, s, o); err != nil {
 			return nil, err
 		}
@@ -346,6 +352,18 @@ func (p *Plan) mapEgress(ctx context.Context, s *jail.Spec, o Options) error {
 		p.Pod.Spec.HostAliases = append(p.Pod.Spec.HostAliases, HostAlias{IP: ip, Hostnames: names})
 	}
 	return nil
+}
+
+// escapeRef keeps s as it is through the kubelet, which expands $(VAR)
+// in a container's command, args and env values and reads $$ as $.
+func escapeRef(s string) string { return strings.ReplaceAll(s, "$", "$$") }
+
+func escape(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = escapeRef(a)
+	}
+	return out
 }
 
 func cutEnv(e string) (k, v string, ok bool) {

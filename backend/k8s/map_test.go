@@ -108,6 +108,24 @@ func TestPodIsTheAPIs(t *testing.T) {
 	require.Equal(t, []string{"landlock", "time namespace", "pty_max", "tmpfs sizes", "rlimits", "network policy"}, what)
 }
 
+// TestExactArgs: the kubelet expands $(VAR) in command, args and env
+// values, and reads $$ as $: jail escapes every $, so argv is exactly the
+// Spec's (found by review).
+func TestExactArgs(t *testing.T) {
+	s := strict(t)
+	s.Env = []string{"A=x$(HOME)", "B=$$"}
+	p, err := Map(context.Background(), &s, []string{"sh$", "-c", "echo $$ $(id -u)"}, withProfile)
+	require.NoError(t, err)
+	c := p.Pod.Spec.Containers[0]
+	require.Equal(t, []string{"sh$$"}, c.Command)
+	require.Equal(t, []string{"-c", "echo $$$$ $$(id -u)"}, c.Args)
+	require.Equal(t, []EnvVar{{"A", "x$$(HOME)"}, {"B", "$$$$"}}, c.Env)
+
+	s.Network = jail.Network{Mode: jail.NetworkEgress, Allow: []string{"93.184.215.14"}, LogDenied: 10}
+	_, err = Map(context.Background(), &s, []string{"true"}, withProfile)
+	require.ErrorContains(t, err, "network.log_denied")
+}
+
 func TestEgressPolicy(t *testing.T) {
 	s := strict(t)
 	s.Network = jail.Network{Mode: jail.NetworkEgress, Allow: []string{"93.184.215.14:443", "udp/10.0.0.53:53", "api.example.com:8000-8010", "192.0.2.0/24", "0.0.0.0/0:443"}}
