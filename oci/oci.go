@@ -193,12 +193,14 @@ func FromSpec(s *jail.Spec, argv []string) (*Mapping, error) {
 
 	// Seccomp.
 	var err error
+	var pol *seccomp.Policy
 	switch {
 	case s.SeccompPolicy != nil:
 		m.SeccompName = s.SeccompPolicy.Name
 		if m.SeccompName == "" {
 			m.SeccompName = "inline"
 		}
+		pol = s.SeccompPolicy
 		if o.Linux.Seccomp, err = s.SeccompPolicy.OCI(); err != nil {
 			return nil, &jail.SpecError{Field: "seccomp_policy", Err: err}
 		}
@@ -212,8 +214,29 @@ func FromSpec(s *jail.Spec, argv []string) (*Mapping, error) {
 			if err != nil {
 				return nil, &jail.SpecError{Field: "seccomp", Value: m.SeccompName, Err: err}
 			}
+			pol = p
 			if o.Linux.Seccomp, err = p.OCI(); err != nil {
 				return nil, &jail.SpecError{Field: "seccomp", Value: m.SeccompName, Err: err}
+			}
+		}
+	}
+	if pol != nil {
+		if idx := pol.OverridingRules(); len(idx) > 0 {
+			var what []string
+			for _, i := range idx {
+				r := pol.Rules[i]
+				var conds []string
+				for _, a := range r.Args {
+					c := fmt.Sprintf("arg%d %s %#x", a.Index, a.Op, uint64(a.Value))
+					if a.Op == seccomp.OpMaskedEq {
+						c = fmt.Sprintf("arg%d&%#x == %#x", a.Index, uint64(a.Mask), uint64(a.Value))
+					}
+					conds = append(conds, c)
+				}
+				what = append(what, fmt.Sprintf("%s %s if %s", r.Action, strings.Join(r.Names, ","), strings.Join(conds, " and ")))
+			}
+			if err := Gap(s, &m.NotEnforced, "seccomp rules", false, fmt.Sprintf("an OCI runtime gives a call's unconditional rule precedence over its conditional ones, so these rules of the policy are not in force: %s (jail's own filter has them; ioctl TIOCSTI and TIOCLINUX need a terminal, and the container has none)", strings.Join(what, "; "))); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -109,7 +109,7 @@ func compile(p *Policy, o Options, l layout) (*Program, error) {
 			return nil, fmt.Errorf("seccomp policy: architectures: must include the native %s", native)
 		}
 	}
-	overrides := overridingRules(p)
+	overrides := p.OverridingRules()
 	if len(overrides) > 0 && len(p.Architectures) > 1 {
 		return nil, fmt.Errorf("seccomp policy: rules[%d] overrides another rule for %s, which needs a policy for the native architecture only", overrides[0], p.Rules[overrides[0]].Names[0])
 	}
@@ -253,39 +253,6 @@ func sameConditions(a, b []Arg) bool {
 	slices.SortFunc(a, byIndex)
 	slices.SortFunc(b, byIndex)
 	return slices.Equal(a, b)
-}
-
-// overridingRules returns the indexes of conditional rules that libseccomp
-// cannot express: those whose syscall also has an unconditional rule with
-// another action (libseccomp lets the unconditional rule win, so "allow
-// ioctl, but not TIOCSTI" would allow TIOCSTI), and those whose action is
-// the default action (libseccomp refuses them).
-func overridingRules(p *Policy) []int {
-	unconditional := map[string]Action{}
-	for _, r := range p.Rules {
-		if len(r.Args) == 0 {
-			for _, n := range r.Names {
-				unconditional[n] = r.Action
-			}
-		}
-	}
-	var idx []int
-	for i, r := range p.Rules {
-		if len(r.Args) == 0 {
-			continue
-		}
-		if r.Action == p.DefaultAction && r.Errno == p.DefaultErrno {
-			idx = append(idx, i)
-			continue
-		}
-		for _, n := range r.Names {
-			if a, ok := unconditional[n]; ok && a != r.Action {
-				idx = append(idx, i)
-				break
-			}
-		}
-	}
-	return idx
 }
 
 // overridePrefix is a hand-built program, checked before libseccomp's, for

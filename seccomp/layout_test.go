@@ -29,7 +29,7 @@ func TestBinaryTreeDecidesAlike(t *testing.T) {
 	x86.Architectures = []string{"x86_64", "x86", "x32"}
 	x32.Rules, x86.Rules = nil, nil
 	for i, r := range strict.Rules {
-		if !slices.Contains(overridingRules(strict), i) {
+		if !slices.Contains(strict.OverridingRules(), i) {
 			x32.Rules = append(x32.Rules, r)
 		}
 		if len(r.Args) == 0 {

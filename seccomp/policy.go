@@ -276,3 +276,37 @@ func ErrnoName(e unix.Errno) string {
 
 // MaxUint32 is the mask for an argument the kernel reads as 32 bits.
 const MaxUint32 = math.MaxUint32
+
+// OverridingRules returns the indexes of conditional rules that libseccomp
+// cannot express, so that jail compiles them into a prefix of its own and
+// an OCI runtime (which hands the policy to libseccomp) does not have them: those whose syscall also has an unconditional rule with
+// another action (libseccomp lets the unconditional rule win, so "allow
+// ioctl, but not TIOCSTI" would allow TIOCSTI), and those whose action is
+// the default action (libseccomp refuses them).
+func (p *Policy) OverridingRules() []int {
+	unconditional := map[string]Action{}
+	for _, r := range p.Rules {
+		if len(r.Args) == 0 {
+			for _, n := range r.Names {
+				unconditional[n] = r.Action
+			}
+		}
+	}
+	var idx []int
+	for i, r := range p.Rules {
+		if len(r.Args) == 0 {
+			continue
+		}
+		if r.Action == p.DefaultAction && r.Errno == p.DefaultErrno {
+			idx = append(idx, i)
+			continue
+		}
+		for _, n := range r.Names {
+			if a, ok := unconditional[n]; ok && a != r.Action {
+				idx = append(idx, i)
+				break
+			}
+		}
+	}
+	return idx
+}

@@ -133,7 +133,7 @@ func TestMapLists(t *testing.T) {
 		w, _, _ := strings.Cut(n, ":")
 		what = append(what, w)
 	}
-	require.Equal(t, []string{"landlock", "time namespace", "pty_max", "cpu_time exactness"}, what)
+	require.Equal(t, []string{"seccomp rules", "landlock", "time namespace", "pty_max", "cpu_time exactness"}, what)
 	require.Equal(t, []string{"pid", "mount", "net", "uts", "ipc", "cgroup"}, p.Namespaces)
 }
 

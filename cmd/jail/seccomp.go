@@ -12,7 +12,7 @@ import (
 	"github.com/jailrt/jail/seccomp"
 )
 
-func newSeccompCommand(stdout io.Writer) *cobra.Command {
+func newSeccompCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "seccomp",
 		Short: "List, show and export seccomp policies",
@@ -84,6 +84,9 @@ become SCMP_ACT_KILL_PROCESS: those runtimes report them as a death by SIGSYS, u
 			oci, err := p.OCI()
 			if err != nil {
 				return err
+			}
+			if idx := p.OverridingRules(); len(idx) > 0 {
+				fmt.Fprintf(stderr, "%s note: rules %v override an unconditional rule of the same call; an OCI runtime gives that one precedence, so it will not have them (jail's own filter does)\n", marker(), idx)
 			}
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
