@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -333,4 +336,44 @@ func otherID(t *testing.T, e *docker.Engine, skip string) string {
 		}
 	}
 	return ""
+}
+
+// TestDockerBackendImageConfig: what an image's configuration adds to its
+// containers does not pass silently (found by review). A VOLUME becomes a
+// tmpfs of the Spec's /tmp size, not a writable directory on the engine's
+// disk; the ENV keys the engine merges in are listed.
+func TestDockerBackendImageConfig(t *testing.T) {
+	sock, _ := testDocker(t)
+	tarball, err := testImageTar()
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	q := "fromSrc=-&repo=jail-test-config&tag=1&changes=" + url.QueryEscape("VOLUME /data") + "&changes=" + url.QueryEscape("ENV INJECTED=from-image")
+	_, err = dockerRequest(ctx, sock, http.MethodPost, "/images/create?"+q, "application/x-tar", bytes.NewReader(tarball))
+	require.NoError(t, err)
+
+	res, _ := dockerJSON(t, sock, "jail-test-config:1", "--profile", "strict", "--", "sh", "-c", `grep " /data " /proc/mounts; env | grep INJECTED`)
+	require.Equal(t, jail.StatusExited, res.Status, res.Stderr)
+	require.Regexp(t, `(?m)^tmpfs /data tmpfs .*size=65536k`, res.Stdout)
+	require.Contains(t, res.Stdout, "INJECTED=from-image")
+	joined := strings.Join(res.Isolation.NotEnforced, "\n")
+	require.Contains(t, joined, "image volumes: the image's VOLUME /data are tmpfs of 67108864 bytes")
+	require.Contains(t, joined, "env: the engine adds the image's INJECTED")
+	requireNoContainers(t, sock)
+}
+
+// TestDockerBackendReadOnlyBelow: a read-only bind is read-only below its
+// top too, natively; an engine before API 1.44 makes only its top so, and
+// a bind whose source carries a mount is refused there (found by review).
+func TestDockerBackendReadOnlyBelow(t *testing.T) {
+	sock, image := testDocker(t)
+	dir := hostDir(t)
+	sub := filepath.Join(dir, "sub")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	require.NoError(t, syscall.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"))
+	t.Cleanup(func() { _ = syscall.Unmount(sub, syscall.MNT_DETACH) })
+	r := dockerJail(t, sock, nil, "run", "--backend", "docker", "--image", image, "--ro-bind", dir+":/work", "--", "true")
+	require.Equal(t, jail.ExitSetupError, r.code, r.stderr)
+	require.Contains(t, r.stderr, "read-only bind "+dir+": it carries the mount "+sub)
+	requireNoContainers(t, sock)
 }

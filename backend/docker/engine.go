@@ -204,6 +204,26 @@ func (e *Engine) Info(ctx context.Context) (*Info, error) {
 	return &i, e.do(ctx, http.MethodGet, "/info", nil, nil, &i)
 }
 
+// ImageConfig is what jail reads of an image's configuration: what the
+// engine adds to every container of it.
+type ImageConfig struct {
+	Env     []string
+	Volumes map[string]struct{}
+}
+
+// Image returns the image's configuration; an image the engine does not
+// have is an *APIError with status 404.
+func (e *Engine) Image(ctx context.Context, ref string) (*ImageConfig, error) {
+	var out struct{ Config *ImageConfig }
+	if err := e.do(ctx, http.MethodGet, "/images/"+url.PathEscape(ref)+"/json", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	if out.Config == nil {
+		return &ImageConfig{}, nil
+	}
+	return out.Config, nil
+}
+
 // Create makes a container and returns its id and the engine's warnings
 // (limits the host cannot enforce, among others).
 func (e *Engine) Create(ctx context.Context, name string, body *CreateBody) (id string, warnings []string, err error) {

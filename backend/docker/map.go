@@ -37,12 +37,19 @@ type CreateBody struct {
 	WorkingDir   string
 	Image        string
 	Labels       map[string]string
+	Healthcheck  *Healthcheck // NONE: the image's HEALTHCHECK would run commands in the jail
 	AttachStdin  bool
 	AttachStdout bool
 	AttachStderr bool
 	OpenStdin    bool
 	StdinOnce    bool
 	HostConfig   HostConfig
+}
+
+// Healthcheck is a container's health check; Test ["NONE"] disables the
+// image's.
+type Healthcheck struct {
+	Test []string
 }
 
 // HostConfig is the create body's HostConfig: the fields jail sets.
@@ -84,8 +91,9 @@ type Mount struct {
 
 // BindOptions of a bind mount.
 type BindOptions struct {
-	Propagation  string // rprivate
-	NonRecursive bool   `json:",omitempty"`
+	Propagation            string // rprivate
+	NonRecursive           bool   `json:",omitempty"`
+	ReadOnlyForceRecursive bool   `json:",omitempty"` // API 1.44
 }
 
 // Ulimit is a setrlimit(2) limit; -1 is unlimited.
@@ -140,6 +148,7 @@ func Map(s *jail.Spec, argv []string) (*Plan, error) {
 	}
 	b.WorkingDir = o.Process.Cwd
 	b.AttachStdout, b.AttachStderr = true, true
+	b.Healthcheck = &Healthcheck{Test: []string{"NONE"}}
 	b.Labels = map[string]string{LabelManaged: "1"}
 
 	h := &b.HostConfig
@@ -260,6 +269,12 @@ func Map(s *jail.Spec, argv []string) (*Plan, error) {
 	for _, rl := range o.Process.Rlimits {
 		h.Ulimits = append(h.Ulimits, Ulimit{Name: strings.ToLower(strings.TrimPrefix(rl.Type, "RLIMIT_")),
 			Soft: ulimitValue(rl.Soft), Hard: ulimitValue(rl.Hard)})
+	}
+	if m.Timeout > 0 || m.CPUTime > 0 {
+		if err := oci.Gap(s, &m.NotEnforced, "timeout and cpu_time after jail's death", false,
+			"this jail process watches them: a jail killed with SIGKILL leaves its container running until `jail check --clean`"); err != nil {
+			return nil, err
+		}
 	}
 	if m.CPUTime > 0 {
 		if err := oci.Gap(s, &m.NotEnforced, "cpu_time exactness", false,

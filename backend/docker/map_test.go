@@ -77,6 +77,7 @@ func TestBodyIsTheEngines(t *testing.T) {
 	require.Contains(t, h.ReadonlyPaths, "/proc/sys")
 	require.Equal(t, "none", h.LogConfig.Type)
 	require.False(t, h.AutoRemove)
+	require.Equal(t, []string{"NONE"}, c.Healthcheck.Test, "the image's HEALTHCHECK runs nothing in the jail")
 	nofile := slices.IndexFunc(h.Ulimits, func(u *container.Ulimit) bool { return u.Name == "nofile" })
 	require.GreaterOrEqual(t, nofile, 0)
 	require.Equal(t, int64(1024), h.Ulimits[nofile].Hard)
@@ -133,7 +134,7 @@ func TestMapLists(t *testing.T) {
 		w, _, _ := strings.Cut(n, ":")
 		what = append(what, w)
 	}
-	require.Equal(t, []string{"seccomp rules", "landlock", "time namespace", "pty_max", "cpu_time exactness"}, what)
+	require.Equal(t, []string{"seccomp rules", "landlock", "time namespace", "pty_max", "timeout and cpu_time after jail's death", "cpu_time exactness"}, what)
 	require.Equal(t, []string{"pid", "mount", "net", "uts", "ipc", "cgroup"}, p.Namespaces)
 }
 

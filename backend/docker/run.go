@@ -16,11 +16,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/internal/capture"
 	"github.com/jailrt/jail/internal/procfs"
+	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/oci"
 )
 
 // Cmd is a jail run as a container. Its fields and methods are those of
@@ -58,6 +61,7 @@ type Cmd struct {
 
 	mu         sync.Mutex
 	killReason jail.Status
+	unwatched  string // why the CPU time limit could not be watched
 	stats      *Stats
 	samples    int
 	statsDone  chan struct{}
@@ -171,6 +175,12 @@ func (c *Cmd) Start() error {
 	c.plan.NotEnforced = append(c.plan.NotEnforced, "seccomp kill reporting: the engine reports a death by SIGSYS, not the call")
 
 	b := c.plan.Body
+	if err := c.imageConfig(setup, &b); err != nil {
+		return c.fail("docker image", err)
+	}
+	if err := c.recursiveReadOnly(&b); err != nil {
+		return c.fail("spec", err)
+	}
 	b.Labels = map[string]string{LabelManaged: "1", LabelOwner: procfs.OwnerTag()}
 	if c.Stdin != nil {
 		b.AttachStdin, b.OpenStdin, b.StdinOnce = true, true, true
@@ -180,6 +190,11 @@ func (c *Cmd) Start() error {
 	name := fmt.Sprintf("jail-%d-%s", os.Getpid(), hex.EncodeToString(rnd[:]))
 	id, warnings, err := c.eng.Create(setup, name, &b)
 	if err != nil {
+		// The engine may have made it before the answer was lost (a
+		// timeout, a cancellation): remove it by its name.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = c.eng.Remove(ctx, name)
+		cancel()
 		return c.fail("docker create", createError(err, c.Spec.Image))
 	}
 	c.id = id
@@ -226,6 +241,85 @@ func (c *Cmd) Start() error {
 	return nil
 }
 
+// imageConfig applies what the image adds to every container of it: each
+// VOLUME would be a writable directory on the engine's disk, past the
+// read-only root, the sizes and the memory limit, so it becomes a tmpfs of
+// the Spec's /tmp size (in memory, charged to the memory limit); the
+// image's ENV is merged into the environment by the engine, which jail
+// cannot stop, so its keys the Spec does not set are listed.
+func (c *Cmd) imageConfig(ctx context.Context, b *CreateBody) error {
+	ic, err := c.eng.Image(ctx, c.Spec.Image)
+	if err != nil {
+		return createError(err, c.Spec.Image)
+	}
+	var vols []string
+	for v := range ic.Volumes {
+		if _, ok := b.HostConfig.Tmpfs[v]; !ok {
+			vols = append(vols, v)
+		}
+	}
+	slices.Sort(vols)
+	if len(vols) > 0 {
+		size := c.Spec.TmpSizeBytes
+		if size == 0 {
+			size = mounts.DefaultTmpfsBytes
+		}
+		if b.HostConfig.Tmpfs == nil {
+			b.HostConfig.Tmpfs = map[string]string{}
+		}
+		for _, v := range vols {
+			b.HostConfig.Tmpfs[v] = fmt.Sprintf("nosuid,nodev,mode=1777,size=%d,exec", size)
+		}
+		c.plan.NotEnforced = append(c.plan.NotEnforced, fmt.Sprintf("image volumes: the image's VOLUME %s are tmpfs of %d bytes each, not the image's directories", strings.Join(vols, ", "), size))
+	}
+	set := map[string]bool{}
+	for _, e := range b.Env {
+		k, _, _ := strings.Cut(e, "=")
+		set[k] = true
+	}
+	var extra []string
+	for _, e := range ic.Env {
+		if k, _, _ := strings.Cut(e, "="); !set[k] {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 {
+		c.plan.NotEnforced = append(c.plan.NotEnforced, "env: the engine adds the image's "+strings.Join(extra, ", ")+" to the environment")
+	}
+	return nil
+}
+
+// recursiveReadOnly makes read-only binds read-only below too, as a
+// native jail's are: Engine API 1.44 has ReadOnlyForceRecursive; an older
+// engine makes only the top mount read-only, so a read-only bind whose
+// source carries mounts is refused there.
+func (c *Cmd) recursiveReadOnly(b *CreateBody) error {
+	for i := range b.HostConfig.Mounts {
+		m := &b.HostConfig.Mounts[i]
+		if !m.ReadOnly {
+			continue
+		}
+		if !versionLess(c.eng.Version(), "1.44") {
+			m.BindOptions.ReadOnlyForceRecursive = true
+			continue
+		}
+		subs, err := mountinfo.GetMounts(mountinfo.PrefixFilter(m.Source))
+		if err != nil {
+			return err
+		}
+		for _, sm := range subs {
+			if sm.Mountpoint != m.Source {
+				if err := oci.Gap(&c.Spec, &c.plan.NotEnforced, "read-only bind "+m.Source, true,
+					fmt.Sprintf("it carries the mount %s, and this engine (API %s, before 1.44) makes only the top of a bind read-only", sm.Mountpoint, c.eng.Version())); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
 // tee writes to the capture and, when set, to w.
 func tee(b *capture.Buffer, w io.Writer) io.Writer {
 	if w == nil {
@@ -269,17 +363,58 @@ func (c *Cmd) failStart(err error) error {
 }
 
 // watch follows the statistics (the CPU time limit, the report's CPU
-// time and memory peak) until the run ends.
+// time and memory peak) until the run ends. A CPU time limit fails
+// closed: if the statistics stop, or none comes within firstSample, while
+// the container runs, the run is killed.
 func (c *Cmd) watch() {
 	defer close(c.statsDone)
-	_ = c.eng.StatsStream(c.ctx, c.id, func(s *Stats) {
+	lim := c.plan.CPUTime
+	if lim > 0 {
+		t := time.AfterFunc(firstSample, func() {
+			c.mu.Lock()
+			n := c.samples
+			c.mu.Unlock()
+			if n == 0 {
+				c.killUnwatched("no statistics from the engine within " + firstSample.String())
+			}
+		})
+		defer t.Stop()
+	}
+	err := c.eng.StatsStream(c.ctx, c.id, func(s *Stats) {
 		c.mu.Lock()
 		c.stats, c.samples = s, c.samples+1
 		c.mu.Unlock()
-		if lim := c.plan.CPUTime; lim > 0 && time.Duration(s.CPUStats.CPUUsage.TotalUsage) > lim {
+		if lim > 0 && time.Duration(s.CPUStats.CPUUsage.TotalUsage) > lim {
 			c.kill(jail.StatusCPUTimeExceeded)
 		}
 	})
+	if lim > 0 && c.ctx.Err() == nil {
+		msg := "the engine's statistics stream ended"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		c.killUnwatched(msg)
+	}
+}
+
+// firstSample is how long a CPU time limit waits for the engine's first
+// statistics (it sends about one a second).
+const firstSample = 5 * time.Second
+
+// killUnwatched ends a run whose CPU time limit can no longer be watched,
+// unless its container has ended anyway.
+func (c *Cmd) killUnwatched(why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if st, err := c.eng.Inspect(ctx, c.id); err == nil && !st.Running {
+		return
+	}
+	c.mu.Lock()
+	if c.killReason == "" {
+		c.unwatched = "cpu_time could not be watched (" + why + "): killed, failing closed"
+	}
+	c.mu.Unlock()
+	c.kill(jail.StatusCanceled)
 }
 
 // kill ends the container for reason (a timeout, the CPU time limit, a
@@ -333,6 +468,7 @@ func (c *Cmd) Wait() error {
 	}
 	var w waited
 	termSent := false
+	ctxDone := c.ctx.Done()
 loop:
 	for {
 		select {
@@ -354,7 +490,8 @@ loop:
 				continue
 			}
 			c.kill(jail.StatusTimedOut)
-		case <-c.ctx.Done():
+		case <-ctxDone:
+			ctxDone = nil // once: a closed channel is always ready
 			c.kill(jail.StatusCanceled)
 		}
 	}
@@ -391,7 +528,7 @@ loop:
 func (c *Cmd) report(st *State, code int, end time.Time) *jail.Result {
 	r := c.newResult()
 	c.mu.Lock()
-	reason, stats, samples := c.killReason, c.stats, c.samples
+	reason, stats, samples, unwatched := c.killReason, c.stats, c.samples, c.unwatched
 	c.mu.Unlock()
 	if st.ExitCode != 0 || code == 0 {
 		code = st.ExitCode
@@ -402,6 +539,9 @@ func (c *Cmd) report(st *State, code int, end time.Time) *jail.Result {
 	}
 	r.WallTimeMS = wall.Milliseconds()
 	switch {
+	case reason == jail.StatusCanceled && unwatched != "":
+		r.Status, r.ExitCode = reason, jail.ExitSetupError
+		r.Error = &jail.ErrorInfo{Step: "cpu_time", Message: unwatched}
 	case reason == jail.StatusCanceled:
 		r.Status, r.ExitCode = reason, jail.ExitSetupError
 		r.Error = &jail.ErrorInfo{Step: "run", Message: "canceled: " + fmt.Sprint(context.Cause(c.ctx))}
