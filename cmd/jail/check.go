@@ -72,14 +72,17 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 				if kerr != nil {
 					err = errors.Join(err, fmt.Errorf("kubernetes: %w", kerr))
 				}
-				if err != nil || os.Geteuid() != 0 {
+				if os.Geteuid() != 0 {
 					return err // leases are root's
 				}
-				removed, err = netns.Prune()
+				// Whatever failed before, the egress networks are
+				// cleaned too (an engine that does not answer must not
+				// keep a leaked lease).
+				removed, nerr := netns.Prune()
 				for _, d := range removed {
 					fmt.Fprintln(stdout, "removed", d)
 				}
-				return err
+				return errors.Join(err, nerr)
 			}
 			features := hostcheck.Run()
 			if asJSON {
