@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -259,4 +260,32 @@ func TestReport(t *testing.T) {
 	r := c.report(nil, "", errors.New("ErrImagePull: no such image"))
 	require.Equal(t, jail.StatusSetupError, r.Status)
 	require.Equal(t, "pod", r.Error.Step)
+}
+
+// TestAdmitted: what admission may change in a stored Pod refuses the run.
+func TestAdmitted(t *testing.T) {
+	s := strict(t)
+	p, err := Map(context.Background(), &s, []string{"true"}, withProfile)
+	require.NoError(t, err)
+	same := p.Pod
+	same.Spec.Containers = []Container{p.Pod.Spec.Containers[0]}
+	same.Spec.Containers[0].Args = nil
+	require.NoError(t, admitted(&p.Pod, &same), "empty args come back as none")
+	for name, change := range map[string]func(*Pod){
+		"sidecar":   func(g *Pod) { g.Spec.Containers = append(g.Spec.Containers, Container{Name: "proxy"}) },
+		"init":      func(g *Pod) { g.Spec.InitContainers = []Container{{Name: "init"}} },
+		"volume":    func(g *Pod) { g.Spec.Volumes = append(g.Spec.Volumes, Volume{Name: "token"}) },
+		"run label": func(g *Pod) { g.Metadata.Labels = map[string]string{LabelManaged: "1"} },
+		"capability": func(g *Pod) {
+			g.Spec.Containers[0].SecurityContext = &ContainerSecurityCtx{Capabilities: &Capabilities{Add: []string{"NET_RAW"}}}
+		},
+		"token":       func(g *Pod) { t := true; g.Spec.AutomountServiceAccountToken = &t },
+		"pod context": func(g *Pod) { g.Spec.SecurityContext = &PodSecurityContext{} },
+	} {
+		g := p.Pod
+		g.Spec.Containers = slices.Clone(p.Pod.Spec.Containers)
+		g.Spec.Volumes = slices.Clone(p.Pod.Spec.Volumes)
+		change(&g)
+		require.Error(t, admitted(&p.Pod, &g), name)
+	}
 }

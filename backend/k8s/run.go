@@ -2,11 +2,13 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -175,6 +177,11 @@ func (c *Cmd) Start() error {
 	if err != nil {
 		return c.fail("pod", createError(err, c.Spec.Image))
 	}
+	// What the API server stored is what runs: admission may have
+	// changed the Pod (a sidecar, a volume, a security context).
+	if err := admitted(&pod, got); err != nil {
+		return c.fail("pod", err)
+	}
 	// The policy is owned by the Pod: whatever happens to this process,
 	// the garbage collector deletes it after the Pod, never before.
 	if c.havePol {
@@ -188,6 +195,43 @@ func (c *Cmd) Start() error {
 		if err := c.gapAfterCreate("user namespace", "this cluster dropped the Pod's hostUsers: false (its UserNamespacesSupport feature is off)"); err != nil {
 			return c.fail("pod", err)
 		}
+	}
+	return nil
+}
+
+// admitted compares the Pod the API server stored with the one jail sent,
+// in what makes the isolation: admission webhooks and defaults may add
+// containers, volumes or mounts, or change a security context or the run
+// label the NetworkPolicy selects. Any such change refuses the run.
+func admitted(sent, got *Pod) error {
+	var diffs []string
+	differ := func(what string, a, b any) {
+		x, _ := json.Marshal(a)
+		y, _ := json.Marshal(b)
+		if string(x) != string(y) {
+			diffs = append(diffs, fmt.Sprintf("%s: sent %s, stored %s", what, x, y))
+		}
+	}
+	gs, ss := got.Spec, sent.Spec
+	differ("run label", sent.Metadata.Labels[LabelRun], got.Metadata.Labels[LabelRun])
+	differ("init containers", len(ss.InitContainers), len(gs.InitContainers))
+	differ("containers", len(ss.Containers), len(gs.Containers))
+	differ("automountServiceAccountToken", ss.AutomountServiceAccountToken, gs.AutomountServiceAccountToken)
+	differ("host namespaces", []bool{ss.HostNetwork, ss.HostPID, ss.HostIPC}, []bool{gs.HostNetwork, gs.HostPID, gs.HostIPC})
+	differ("pod securityContext", ss.SecurityContext, gs.SecurityContext)
+	differ("volumes", ss.Volumes, gs.Volumes)
+	differ("runtimeClassName", ss.RuntimeClassName, gs.RuntimeClassName)
+	if len(gs.Containers) == 1 && len(ss.Containers) == 1 {
+		sc, gc := ss.Containers[0], gs.Containers[0]
+		differ("container securityContext", sc.SecurityContext, gc.SecurityContext)
+		differ("volumeMounts", sc.VolumeMounts, gc.VolumeMounts)
+		if !slices.Equal(sc.Command, gc.Command) || !slices.Equal(sc.Args, gc.Args) { // nil and empty alike
+			differ("command", [][]string{sc.Command, sc.Args}, [][]string{gc.Command, gc.Args})
+		}
+		differ("image", sc.Image, gc.Image)
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("the API server stored another Pod than jail sent (admission changed it): %s", strings.Join(diffs, "; "))
 	}
 	return nil
 }

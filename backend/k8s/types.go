@@ -43,6 +43,7 @@ type PodSpec struct {
 	TerminationGracePeriodSeconds *int64              `json:"terminationGracePeriodSeconds"`
 	RuntimeClassName              *string             `json:"runtimeClassName,omitempty"`
 	SecurityContext               *PodSecurityContext `json:"securityContext,omitempty"`
+	InitContainers                []Container         `json:"initContainers,omitempty"`
 	Containers                    []Container         `json:"containers"`
 	Volumes                       []Volume            `json:"volumes,omitempty"`
 }
@@ -112,6 +113,7 @@ type ContainerSecurityCtx struct {
 
 // Capabilities to add and drop.
 type Capabilities struct {
+	Add  []string `json:"add,omitempty"`
 	Drop []string `json:"drop"`
 }
 
