@@ -195,7 +195,8 @@ type Isolation struct {
 	// limits).
 	Cgroup string `json:"cgroup"`
 	// Seccomp is the seccomp policy in force, "runtime/default" (a Pod's
-	// runtime's own profile, not jail's), or "none".
+	// runtime's own profile, not jail's), "localhost/PATH" (the file a
+	// Pod's nodes hold at PATH, meant to be the Spec's policy), or "none".
 	Seccomp string `json:"seccomp"`
 	// Landlock is the second wall as it was in force.
 	Landlock LandlockInfo `json:"landlock"`

@@ -127,7 +127,7 @@ func TestK8sBackendPod(t *testing.T) {
 	require.Equal(t, jail.StatusSetupError, res.Status)
 	require.Contains(t, res.Error.Message, "did not start within the timeout: Pending")
 	require.Equal(t, jail.BackendK8s, res.Isolation.Backend)
-	require.Equal(t, "strict", res.Isolation.Seccomp)
+	require.Equal(t, "localhost/jail/strict.json", res.Isolation.Seccomp)
 	require.Equal(t, []string{"user", "pid", "mount", "net", "uts", "ipc", "cgroup"}, res.Isolation.Namespaces)
 	requireNoKubeObjects(t, cl, ns)
 }

@@ -573,7 +573,7 @@ func (c *Cmd) report(st *State, code int, end time.Time) *jail.Result {
 	if samples == 0 {
 		r.Isolation.NotEnforced = append(r.Isolation.NotEnforced, "report: cpu time: the run ended before the engine's first statistics sample: cpu_user_ms and cpu_system_ms are 0, memory_peak_bytes null")
 	} else {
-		r.Isolation.NotEnforced = append(r.Isolation.NotEnforced, "report: cpu time and memory peak are the engine's last statistics sample (about one a second), not the run's end")
+		r.Isolation.NotEnforced = append(r.Isolation.NotEnforced, "report: cpu time and memory peak are the engine's last statistics sample (about one a second), not the run's end; memory_peak_bytes is null where the engine's statistics have no peak (cgroup v2)")
 	}
 	if c.Capture {
 		r.Stdout, r.StdoutEncoding = encode(c.stdout)

@@ -243,6 +243,15 @@ func Map(ctx context.Context, s *jail.Spec, argv []string, o Options) (*Plan, er
 	if err := gap("rlimits", false, "a Pod has no rlimits: the runtime's defaults apply"); err != nil {
 		return nil, err
 	}
+	for _, g := range []struct{ field, why string }{
+		{"image configuration", "the runtime applies the image's ENV and VOLUMEs, which jail cannot read through the API: a VOLUME is a writable directory on the node's disk, without a size"},
+		{"supplementary groups", "the runtime may add the groups the image's /etc/group gives the uid"},
+		{"ephemeral storage", "a VOLUME of the image and /dev/termination-log are on the node's disk, without an ephemeral-storage limit"},
+	} {
+		if err := gap(g.field, false, g.why); err != nil {
+			return nil, err
+		}
+	}
 
 	// The network: a NetworkPolicy that selects the Pod denies all, or
 	// allows the egress list; name lookups are pinned, DNS is not open.

@@ -106,7 +106,7 @@ func TestPodIsTheAPIs(t *testing.T) {
 		w, _, _ := strings.Cut(n, ":")
 		what = append(what, w)
 	}
-	require.Equal(t, []string{"seccomp rules", "landlock", "time namespace", "pty_max", "tmpfs sizes", "rlimits", "network policy"}, what)
+	require.Equal(t, []string{"seccomp rules", "landlock", "time namespace", "pty_max", "tmpfs sizes", "rlimits", "image configuration", "supplementary groups", "ephemeral storage", "network policy"}, what)
 }
 
 // TestExactArgs: the kubelet expands $(VAR) in command, args and env

@@ -100,8 +100,12 @@ func (c *Cmd) newResult() *jail.Result {
 		iso.Namespaces = p.Namespaces
 		iso.NotEnforced = append(iso.NotEnforced, p.NotEnforced...)
 		iso.Seccomp = p.SeccompName
-		if sp := p.Pod.Spec.SecurityContext.SeccompProfile; sp.Type == "RuntimeDefault" {
+		switch sp := p.Pod.Spec.SecurityContext.SeccompProfile; sp.Type {
+		case "RuntimeDefault":
 			iso.Seccomp = "runtime/default"
+		case "Localhost":
+			// Whatever file the nodes hold there, meant to be the Spec's.
+			iso.Seccomp = "localhost/" + *sp.LocalhostProfile
 		}
 		iso.Network.Mode = p.NetworkMode
 		if p.Allow != nil {
