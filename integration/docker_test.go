@@ -359,6 +359,19 @@ func TestDockerBackendImageConfig(t *testing.T) {
 	joined := strings.Join(res.Isolation.NotEnforced, "\n")
 	require.Contains(t, joined, "image volumes: the image's VOLUME /data are tmpfs of 67108864 bytes")
 	require.Contains(t, joined, "env: the engine adds the image's INJECTED")
+
+	// A VOLUME the Spec binds something on is the Spec's bind (found by
+	// review: the tmpfs took its place, and writes went to memory).
+	dir := hostDir(t)
+	r := dockerJail(t, sock, nil, "run", "--backend", "docker", "--image", "jail-test-config:1", "--bind", dir+":/data", "--", "sh", "-c", "echo kept > /data/out")
+	require.Equal(t, 0, r.code, r.stderr)
+	b, err := os.ReadFile(filepath.Join(dir, "out"))
+	require.NoError(t, err)
+	require.Equal(t, "kept\n", string(b))
+	// A VOLUME made a tmpfs is the workload's, as the image's directory.
+	res, _ = dockerJSON(t, sock, "jail-test-config:1", "--", "sh", "-c", "ls -ldn /data; touch /data/f && echo writable")
+	require.Regexp(t, `(?m)^d\S+ +\d+ 1000 +1000 .*/data$`, res.Stdout)
+	require.Contains(t, res.Stdout, "writable")
 	requireNoContainers(t, sock)
 }
 
@@ -372,8 +385,10 @@ func TestDockerBackendReadOnlyBelow(t *testing.T) {
 	require.NoError(t, os.Mkdir(sub, 0o755))
 	require.NoError(t, syscall.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"))
 	t.Cleanup(func() { _ = syscall.Unmount(sub, syscall.MNT_DETACH) })
-	r := dockerJail(t, sock, nil, "run", "--backend", "docker", "--image", image, "--ro-bind", dir+":/work", "--", "true")
-	require.Equal(t, jail.ExitSetupError, r.code, r.stderr)
-	require.Contains(t, r.stderr, "read-only bind "+dir+": it carries the mount "+sub)
+	for _, src := range []string{dir, dir + "/", dir + "/."} { // spelled any way (found by review)
+		r := dockerJail(t, sock, nil, "run", "--backend", "docker", "--image", image, "--ro-bind", src+":/work", "--", "true")
+		require.Equal(t, jail.ExitSetupError, r.code, r.stderr)
+		require.Contains(t, r.stderr, "read-only bind "+dir+": it carries the mount "+sub)
+	}
 	requireNoContainers(t, sock)
 }

@@ -13,6 +13,7 @@ package oci
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -187,7 +188,8 @@ func FromSpec(s *jail.Spec, argv []string) (*Mapping, error) {
 			} else {
 				opts = append(opts, "rw")
 			}
-			o.Mounts = append(o.Mounts, specs.Mount{Destination: mt.Target, Type: "bind", Source: mt.Source, Options: opts})
+			// Clean: "DIR/." and "DIR/" are DIR to every check below.
+			o.Mounts = append(o.Mounts, specs.Mount{Destination: mt.Target, Type: "bind", Source: filepath.Clean(mt.Source), Options: opts})
 		}
 	}
 
@@ -235,7 +237,10 @@ func FromSpec(s *jail.Spec, argv []string) (*Mapping, error) {
 				}
 				what = append(what, fmt.Sprintf("%s %s if %s", r.Action, strings.Join(r.Names, ","), strings.Join(conds, " and ")))
 			}
-			if err := Gap(s, &m.NotEnforced, "seccomp rules", false, fmt.Sprintf("an OCI runtime gives a call's unconditional rule precedence over its conditional ones, so these rules of the policy are not in force: %s (jail's own filter has them; ioctl TIOCSTI and TIOCLINUX need a terminal, and the container has none)", strings.Join(what, "; "))); err != nil {
+			// A policy of the caller's asked for these rules; the built-in
+			// ones' are ioctl kills that need a terminal.
+			asked := s.SeccompPolicy != nil || !seccomp.IsBuiltin(m.SeccompName)
+			if err := Gap(s, &m.NotEnforced, "seccomp rules", asked, fmt.Sprintf("an OCI runtime gives a call's unconditional rule precedence over its conditional ones, so these rules of the policy are not in force: %s (jail's own filter has them; the built-in policies' are ioctl TIOCSTI and TIOCLINUX, which need a terminal, and the container has none)", strings.Join(what, "; "))); err != nil {
 				return nil, err
 			}
 		}

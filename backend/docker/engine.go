@@ -207,6 +207,7 @@ func (e *Engine) Info(ctx context.Context) (*Info, error) {
 // ImageConfig is what jail reads of an image's configuration: what the
 // engine adds to every container of it.
 type ImageConfig struct {
+	ID      string // the image's id, filled from the inspection
 	Env     []string
 	Volumes map[string]struct{}
 }
@@ -214,13 +215,17 @@ type ImageConfig struct {
 // Image returns the image's configuration; an image the engine does not
 // have is an *APIError with status 404.
 func (e *Engine) Image(ctx context.Context, ref string) (*ImageConfig, error) {
-	var out struct{ Config *ImageConfig }
+	var out struct {
+		ID     string `json:"Id"`
+		Config *ImageConfig
+	}
 	if err := e.do(ctx, http.MethodGet, "/images/"+url.PathEscape(ref)+"/json", nil, nil, &out); err != nil {
 		return nil, err
 	}
 	if out.Config == nil {
-		return &ImageConfig{}, nil
+		out.Config = &ImageConfig{}
 	}
+	out.Config.ID = out.ID
 	return out.Config, nil
 }
 
@@ -316,6 +321,7 @@ func (e *Engine) List(ctx context.Context, label string) ([]Container, error) {
 
 // Stats is one sample of a container's statistics, the fields jail reads.
 type Stats struct {
+	Read     time.Time `json:"read"` // zero in an empty sample
 	CPUStats struct {
 		CPUUsage struct {
 			TotalUsage        uint64 `json:"total_usage"`

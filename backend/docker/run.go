@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,9 +253,25 @@ func (c *Cmd) imageConfig(ctx context.Context, b *CreateBody) error {
 	if err != nil {
 		return createError(err, c.Spec.Image)
 	}
+	// Create from the image inspected, not a tag that may move meanwhile.
+	if ic.ID != "" {
+		b.Image = ic.ID
+	}
+	// A VOLUME the Spec mounts something on (a bind, a tmpfs) is the
+	// Spec's: the engine would otherwise mount only the tmpfs.
+	taken := map[string]bool{}
+	for t := range b.HostConfig.Tmpfs {
+		taken[t] = true
+	}
+	for _, m := range b.HostConfig.Mounts {
+		taken[m.Target] = true
+	}
 	var vols []string
 	for v := range ic.Volumes {
-		if _, ok := b.HostConfig.Tmpfs[v]; !ok {
+		if !path.IsAbs(v) {
+			return fmt.Errorf("image %s: VOLUME %q is not an absolute path", c.Spec.Image, v)
+		}
+		if v = path.Clean(v); !taken[v] && !slices.Contains(vols, v) {
 			vols = append(vols, v)
 		}
 	}
@@ -268,7 +285,8 @@ func (c *Cmd) imageConfig(ctx context.Context, b *CreateBody) error {
 			b.HostConfig.Tmpfs = map[string]string{}
 		}
 		for _, v := range vols {
-			b.HostConfig.Tmpfs[v] = fmt.Sprintf("nosuid,nodev,mode=1777,size=%d,exec", size)
+			// The workload's, as the image's directory would be its.
+			b.HostConfig.Tmpfs[v] = fmt.Sprintf("nosuid,nodev,mode=1777,size=%d,uid=%d,gid=%d,exec", size, c.plan.Spec.Process.User.UID, c.plan.Spec.Process.User.GID)
 		}
 		c.plan.NotEnforced = append(c.plan.NotEnforced, fmt.Sprintf("image volumes: the image's VOLUME %s are tmpfs of %d bytes each, not the image's directories", strings.Join(vols, ", "), size))
 	}
@@ -381,6 +399,9 @@ func (c *Cmd) watch() {
 		defer t.Stop()
 	}
 	err := c.eng.StatsStream(c.ctx, c.id, func(s *Stats) {
+		if s.Read.IsZero() || s.CPUStats.CPUUsage.TotalUsage == 0 {
+			return // an empty sample: the engine could not read the cgroup (or the container has ended)
+		}
 		c.mu.Lock()
 		c.stats, c.samples = s, c.samples+1
 		c.mu.Unlock()
@@ -406,8 +427,8 @@ const firstSample = 5 * time.Second
 func (c *Cmd) killUnwatched(why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if st, err := c.eng.Inspect(ctx, c.id); err == nil && !st.Running {
-		return
+	if st, err := c.eng.Inspect(ctx, c.id); err == nil && !st.Running || IsNotFound(err) {
+		return // ended (or removed by Wait's teardown)
 	}
 	c.mu.Lock()
 	if c.killReason == "" {
