@@ -387,3 +387,16 @@ func TestK8sPolicyOutlivesItsPod(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &owners))
 	require.NotEmpty(t, owners.Metadata.DeletionTimestamp, "deleted gracefully: terminating")
 }
+
+// TestK8sQuantities: the API server stores a size divisible by 1000 its
+// own way (131072000 as 131072k), which is not admission changing the Pod
+// (found by review: every such --tmp-size was refused).
+func TestK8sQuantities(t *testing.T) {
+	kc, ns := testKube(t)
+	r := runKube(t, kc, ns, append(append([]string{"run", "--json"}, kubeRunFlags...), "--tmp-size", "125M", "--shm-size", "1000K", "--memory", "125M", "--timeout", "2s", "--", "true")...)
+	var res jail.Result
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stderr)
+	require.Equal(t, jail.StatusSetupError, res.Status)
+	require.Contains(t, res.Error.Message, "did not start within the timeout", "stored as sent, then Pending (no node)")
+	requireNoKubeObjects(t, kubeClient(t, kc), ns)
+}

@@ -315,10 +315,18 @@ func policiesPath(ns string) string {
 	return "/apis/networking.k8s.io/v1/namespaces/" + url.PathEscape(ns) + "/networkpolicies"
 }
 
-// CreatePod creates p and returns the Pod as the API server stored it.
-func (c *Client) CreatePod(ctx context.Context, ns string, p *Pod) (*Pod, error) {
+// CreatePod creates p and returns the Pod as the API server stored it,
+// decoded and as it came.
+func (c *Client) CreatePod(ctx context.Context, ns string, p *Pod) (*Pod, []byte, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodPost, podsPath(ns), nil, p, &raw); err != nil {
+		return nil, nil, err
+	}
 	var out Pod
-	return &out, c.do(ctx, http.MethodPost, podsPath(ns), nil, p, &out)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, nil, err
+	}
+	return &out, raw, nil
 }
 
 // GetPod returns the Pod.

@@ -278,7 +278,7 @@ func Map(ctx context.Context, s *jail.Spec, argv []string, o Options) (*Plan, er
 		}
 		fallthrough
 	default:
-		if err := gap("network policy", false, "a NetworkPolicy is enforced only by a network plugin that implements it; jail cannot see whether this cluster's does"); err != nil {
+		if err := gap("network policy", false, "a NetworkPolicy is enforced only by a network plugin that implements it, and other policies that select the Pod (a namespace-wide allow, a cluster-wide policy) add to what it may reach; jail sees neither"); err != nil {
 			return nil, err
 		}
 	}

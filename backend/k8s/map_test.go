@@ -262,15 +262,36 @@ func TestReport(t *testing.T) {
 	require.Equal(t, "pod", r.Error.Step)
 }
 
-// TestAdmitted: what admission may change in a stored Pod refuses the run.
+// TestAdmitted: what admission may change in a stored Pod refuses the run;
+// what the API server only rewrites (a quantity's form) does not.
 func TestAdmitted(t *testing.T) {
 	s := strict(t)
+	s.MemoryMaxBytes, s.TmpSizeBytes = 64<<20, 125<<20
 	p, err := Map(context.Background(), &s, []string{"true"}, withProfile)
 	require.NoError(t, err)
-	same := p.Pod
-	same.Spec.Containers = []Container{p.Pod.Spec.Containers[0]}
+	stored := func(g *Pod) []byte {
+		b, err := json.Marshal(g)
+		require.NoError(t, err)
+		return b
+	}
+	clone := func() Pod {
+		g := p.Pod
+		g.Spec.Containers = slices.Clone(p.Pod.Spec.Containers)
+		g.Spec.Volumes = slices.Clone(p.Pod.Spec.Volumes)
+		return g
+	}
+	same := clone()
 	same.Spec.Containers[0].Args = nil
-	require.NoError(t, admitted(&p.Pod, &same), "empty args come back as none")
+	same.Spec.Containers[0].Resources = ResourceRequirements{Limits: map[string]string{"memory": "64Mi"}, Requests: map[string]string{"memory": "67108864"}}
+	for i, v := range same.Spec.Volumes {
+		if v.EmptyDir.SizeLimit == "131072000" {
+			e := *v.EmptyDir
+			e.SizeLimit = "131072k" // as kube-apiserver v1.36 stores it (found by review)
+			same.Spec.Volumes[i].EmptyDir = &e
+		}
+	}
+	require.NoError(t, admitted(&p.Pod, &same, stored(&same)), "empty args, a quantity's form")
+	tr := true
 	for name, change := range map[string]func(*Pod){
 		"sidecar":   func(g *Pod) { g.Spec.Containers = append(g.Spec.Containers, Container{Name: "proxy"}) },
 		"init":      func(g *Pod) { g.Spec.InitContainers = []Container{{Name: "init"}} },
@@ -279,13 +300,38 @@ func TestAdmitted(t *testing.T) {
 		"capability": func(g *Pod) {
 			g.Spec.Containers[0].SecurityContext = &ContainerSecurityCtx{Capabilities: &Capabilities{Add: []string{"NET_RAW"}}}
 		},
-		"token":       func(g *Pod) { t := true; g.Spec.AutomountServiceAccountToken = &t },
+		"token":       func(g *Pod) { g.Spec.AutomountServiceAccountToken = &tr },
 		"pod context": func(g *Pod) { g.Spec.SecurityContext = &PodSecurityContext{} },
+		"host users":  func(g *Pod) { g.Spec.HostUsers = &tr },
+		"memory":      func(g *Pod) { g.Spec.Containers[0].Resources.Limits = map[string]string{"memory": "1Gi"} },
+		"env": func(g *Pod) {
+			g.Spec.Containers[0].Env = append(g.Spec.Containers[0].Env, EnvVar{"LD_PRELOAD", "/x.so"})
+		},
 	} {
-		g := p.Pod
-		g.Spec.Containers = slices.Clone(p.Pod.Spec.Containers)
-		g.Spec.Volumes = slices.Clone(p.Pod.Spec.Volumes)
+		g := clone()
 		change(&g)
-		require.Error(t, admitted(&p.Pod, &g), name)
+		require.Error(t, admitted(&p.Pod, &g, stored(&g)), name)
+	}
+	// Fields jail's types do not have: seen in the raw Pod.
+	for name, raw := range map[string]string{
+		"container runAsUser": `{"spec":{"containers":[{"securityContext":{"runAsUser":0}}]}}`,
+		"pod sysctls":         `{"spec":{"securityContext":{"sysctls":[{"name":"x","value":"1"}]}}}`,
+		"shared pids":         `{"spec":{"shareProcessNamespace":true}}`,
+		"envFrom":             `{"spec":{"containers":[{"envFrom":[{"secretRef":{"name":"s"}}]}]}}`,
+	} {
+		g := clone()
+		require.Error(t, admitted(&p.Pod, &g, []byte(raw)), name)
+	}
+}
+
+func TestParseQuantity(t *testing.T) {
+	for s, want := range map[string]int64{"131072000": 131072000, "131072k": 131072000, "64Mi": 64 << 20, "1Gi": 1 << 30, "5e3": 5000, "2G": 2e9} {
+		n, ok := parseQuantity(s)
+		require.True(t, ok, s)
+		require.Equal(t, want, n, s)
+	}
+	for _, s := range []string{"", "1.5Gi", "12x", "Mi"} {
+		_, ok := parseQuantity(s)
+		require.False(t, ok, s)
 	}
 }

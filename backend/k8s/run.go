@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -177,13 +178,20 @@ func (c *Cmd) Start() error {
 		c.havePol = true
 	}
 	c.start = time.Now()
-	got, err := c.cl.CreatePod(setup, c.ns, &pod) // cleanup deletes c.name whatever the answer
+	got, raw, err := c.cl.CreatePod(setup, c.ns, &pod) // cleanup deletes c.name whatever the answer
 	if err != nil {
+		// Without a clear refusal (a 4xx), the create may still land:
+		// the policy stays for it (prune deletes it once no Pod of the
+		// run is left).
+		var se *StatusError
+		if !errors.As(err, &se) || se.Code/100 != 4 {
+			c.havePol = false
+		}
 		return c.fail("pod", createError(err, c.Spec.Image))
 	}
 	// What the API server stored is what runs: admission may have
 	// changed the Pod (a sidecar, a volume, a security context).
-	if err := admitted(&pod, got); err != nil {
+	if err := admitted(&pod, got, raw); err != nil {
 		return c.fail("pod", err)
 	}
 	// The policy is owned by the Pod: whatever happens to this process,
@@ -207,7 +215,7 @@ func (c *Cmd) Start() error {
 // in what makes the isolation: admission webhooks and defaults may add
 // containers, volumes or mounts, or change a security context or the run
 // label the NetworkPolicy selects. Any such change refuses the run.
-func admitted(sent, got *Pod) error {
+func admitted(sent, got *Pod, raw []byte) error {
 	var diffs []string
 	differ := func(what string, a, b any) {
 		x, _ := json.Marshal(a)
@@ -222,8 +230,9 @@ func admitted(sent, got *Pod) error {
 	differ("containers", len(ss.Containers), len(gs.Containers))
 	differ("automountServiceAccountToken", ss.AutomountServiceAccountToken, gs.AutomountServiceAccountToken)
 	differ("host namespaces", []bool{ss.HostNetwork, ss.HostPID, ss.HostIPC}, []bool{gs.HostNetwork, gs.HostPID, gs.HostIPC})
+	differ("hostUsers", ss.HostUsers, gs.HostUsers)
 	differ("pod securityContext", ss.SecurityContext, gs.SecurityContext)
-	differ("volumes", ss.Volumes, gs.Volumes)
+	differ("volumes", sizesInBytes(ss.Volumes), sizesInBytes(gs.Volumes)) // the API server rewrites a quantity its way
 	differ("runtimeClassName", ss.RuntimeClassName, gs.RuntimeClassName)
 	if len(gs.Containers) == 1 && len(ss.Containers) == 1 {
 		sc, gc := ss.Containers[0], gs.Containers[0]
@@ -233,11 +242,122 @@ func admitted(sent, got *Pod) error {
 			differ("command", [][]string{sc.Command, sc.Args}, [][]string{gc.Command, gc.Args})
 		}
 		differ("image", sc.Image, gc.Image)
+		differ("env", sc.Env, gc.Env)
+		differ("resources", quantities(sc.Resources), quantities(gc.Resources))
+	}
+	// What jail's types do not have must not be there: a field jail
+	// never sets in a security context, a shared process namespace,
+	// variables from elsewhere.
+	var rp struct {
+		Spec struct {
+			ShareProcessNamespace *bool                      `json:"shareProcessNamespace"`
+			SecurityContext       map[string]json.RawMessage `json:"securityContext"`
+			Containers            []struct {
+				EnvFrom         json.RawMessage            `json:"envFrom"`
+				SecurityContext map[string]json.RawMessage `json:"securityContext"`
+			} `json:"containers"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &rp); err != nil {
+		return fmt.Errorf("the stored Pod: %w", err)
+	}
+	only := func(what string, m map[string]json.RawMessage, keys ...string) {
+		for k := range m {
+			if !slices.Contains(keys, k) {
+				diffs = append(diffs, fmt.Sprintf("%s: stored with %s", what, k))
+			}
+		}
+	}
+	only("pod securityContext", rp.Spec.SecurityContext, "runAsUser", "runAsGroup", "runAsNonRoot", "seccompProfile")
+	if p := rp.Spec.ShareProcessNamespace; p != nil && *p {
+		diffs = append(diffs, "shareProcessNamespace: stored true")
+	}
+	for _, c := range rp.Spec.Containers {
+		only("container securityContext", c.SecurityContext, "readOnlyRootFilesystem", "allowPrivilegeEscalation", "privileged", "capabilities", "procMount")
+		if len(c.EnvFrom) > 0 && string(c.EnvFrom) != "null" {
+			diffs = append(diffs, "envFrom: stored "+string(c.EnvFrom))
+		}
 	}
 	if len(diffs) > 0 {
 		return fmt.Errorf("the API server stored another Pod than jail sent (admission changed it): %s", strings.Join(diffs, "; "))
 	}
 	return nil
+}
+
+// sizesInBytes is vols with each sizeLimit in bytes: "131072k" and
+// "131072000" alike.
+func sizesInBytes(vols []Volume) []Volume {
+	out := slices.Clone(vols)
+	for i, v := range out {
+		if v.EmptyDir != nil {
+			e := *v.EmptyDir
+			if n, ok := parseQuantity(e.SizeLimit); ok {
+				e.SizeLimit = strconv.FormatInt(n, 10)
+			}
+			out[i].EmptyDir = &e
+		}
+	}
+	return out
+}
+
+// quantities is r with each quantity in its smallest unit (bytes,
+// millicores), so that the API server's rewriting does not differ.
+func quantities(r ResourceRequirements) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range r.Limits {
+		out["limits."+k] = milli(k, v)
+	}
+	for k, v := range r.Requests {
+		out["requests."+k] = milli(k, v)
+	}
+	return out
+}
+
+func milli(name, v string) int64 {
+	if m, ok := strings.CutSuffix(v, "m"); ok && name == "cpu" {
+		n, _ := strconv.ParseInt(m, 10, 64)
+		return n
+	}
+	n, ok := parseQuantity(v)
+	if !ok {
+		return -1
+	}
+	if name == "cpu" {
+		return n * 1000
+	}
+	return n
+}
+
+// parseQuantity reads a whole-number Kubernetes quantity: digits, then
+// an optional decimal (k, M, G, T, P, E) or binary (Ki ... Ei) suffix or a
+// decimal exponent (e3).
+func parseQuantity(s string) (int64, bool) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	mul := map[string]int64{"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+		"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
+	suf := s[i:]
+	if e, ok := strings.CutPrefix(strings.ToLower(suf), "e"); ok && e != "" {
+		x, err := strconv.Atoi(e)
+		if err != nil || x > 18 {
+			return 0, false
+		}
+		for range x {
+			n *= 10
+		}
+		return n, true
+	}
+	m, ok := mul[suf]
+	if !ok {
+		return 0, false
+	}
+	return n * m, true
 }
 
 // gapAfterCreate refuses, or lists, what the created Pod turned out not to

@@ -165,6 +165,12 @@ func OwnerTag() string {
 	if err != nil {
 		return ""
 	}
+	// A /proc of another PID namespace (unshare -p without its own
+	// /proc) names this process by another pid: no tag, which no one
+	// can judge gone.
+	if self, err := os.Readlink("/proc/self"); err != nil || self != strconv.Itoa(os.Getpid()) {
+		return ""
+	}
 	return bootID() + ":" + strconv.FormatUint(id.PIDNS, 10) + ":" + strconv.Itoa(os.Getpid()) + ":" + strconv.FormatUint(id.StartTime, 10)
 }
 
@@ -194,7 +200,10 @@ func OwnerGone(tag string, otherBootGone bool) bool {
 	id, err := ReadIdentity(f[2])
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return true
+		// Unless /proc hides other users' processes (hidepid): then
+		// pid 1 is hidden too, and a missing pid says nothing.
+		_, err := os.Stat("/proc/1/stat")
+		return err == nil
 	case err != nil:
 		return false
 	}
