@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path"
 	"slices"
@@ -446,9 +447,23 @@ func (c *Cmd) kill(reason jail.Status) {
 		c.killReason = reason
 	}
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Retried while the engine fails (not when the container is gone or
+	// not running: the engine's 404 and 409): Wait waits on the engine,
+	// so a lost KILL would let the run go on past its limit.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = c.eng.Kill(ctx, c.id, "KILL")
+	for {
+		err := c.eng.Kill(ctx, c.id, "KILL")
+		var ae *APIError
+		if err == nil || errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusConflict) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // Signal sends sig to the container's command (SIGKILL ends it).
