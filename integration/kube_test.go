@@ -52,12 +52,10 @@ func requireNoKubeObjects(t testing.TB, c *k8s.Client, ns string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.Eventually(t, func() bool {
-		pods, err := c.ListPods(ctx, ns, k8s.LabelManaged)
-		require.NoError(t, err)
-		pols, err := c.ListPolicies(ctx, ns, k8s.LabelManaged)
-		require.NoError(t, err)
-		return len(pods) == 0 && len(pols) == 0
+	require.Eventually(t, func() bool { // no require in here: it runs on another goroutine
+		pods, err1 := c.ListPods(ctx, ns, k8s.LabelManaged)
+		pols, err2 := c.ListPolicies(ctx, ns, k8s.LabelManaged)
+		return err1 == nil && err2 == nil && len(pods) == 0 && len(pols) == 0
 	}, 20*time.Second, 100*time.Millisecond, "objects left in %s", ns)
 }
 

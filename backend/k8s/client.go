@@ -338,11 +338,17 @@ func (c *Client) GetPod(ctx context.Context, ns, name string) (*Pod, error) {
 // DeletePod deletes the Pod, giving it grace seconds; a Pod already gone
 // is no error.
 func (c *Client) DeletePod(ctx context.Context, ns, name string, grace int64) error {
+	_, err := c.DeletePodExisted(ctx, ns, name, grace)
+	return err
+}
+
+// DeletePodExisted is DeletePod, saying whether there was a Pod to delete.
+func (c *Client) DeletePodExisted(ctx context.Context, ns, name string, grace int64) (bool, error) {
 	err := c.do(ctx, http.MethodDelete, podsPath(ns)+"/"+url.PathEscape(name), url.Values{"gracePeriodSeconds": {fmt.Sprint(grace)}}, nil, nil)
 	if IsNotFound(err) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // ListPods lists the Pods with the label selector.

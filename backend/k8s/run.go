@@ -52,9 +52,12 @@ type Cmd struct {
 	ns      string
 	name    string
 	havePol bool
-	start   time.Time
-	out     *capture.Buffer
-	logDone chan struct{}
+	// createUnclear: the Pod's create failed without a clear refusal, so
+	// it may still land.
+	createUnclear bool
+	start         time.Time
+	out           *capture.Buffer
+	logDone       chan struct{}
 
 	mu      sync.Mutex
 	logging bool
@@ -180,13 +183,10 @@ func (c *Cmd) Start() error {
 	c.start = time.Now()
 	got, raw, err := c.cl.CreatePod(setup, c.ns, &pod) // cleanup deletes c.name whatever the answer
 	if err != nil {
-		// Without a clear refusal (a 4xx), the create may still land:
-		// the policy stays for it (prune deletes it once no Pod of the
-		// run is left).
+		// Without a clear refusal (a 4xx), the create may still land
+		// after the answer was lost (cleanup sees to it).
 		var se *StatusError
-		if !errors.As(err, &se) || se.Code/100 != 4 {
-			c.havePol = false
-		}
+		c.createUnclear = !errors.As(err, &se) || se.Code/100 != 4
 		return c.fail("pod", createError(err, c.Spec.Image))
 	}
 	// What the API server stored is what runs: admission may have
@@ -651,13 +651,15 @@ func (c *Cmd) cleanup() {
 	grace := c.grace()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(grace)*time.Second+10*time.Second)
 	defer cancel()
-	_ = c.cl.DeletePod(ctx, c.ns, c.name, grace)
+	existed, _ := c.cl.DeletePodExisted(ctx, c.ns, c.name, grace)
 	// The policy goes only once the Pod object is gone, that is once the
 	// kubelet has stopped its containers: until then the workload may
 	// still run, and must not run without it. If the Pod outlasts the
 	// wait, the policy stays; its owner reference has the garbage
-	// collector delete it after the Pod.
-	if c.havePol && c.cl.WaitPodGone(ctx, c.ns, c.name) == nil {
+	// collector delete it after the Pod. A Pod whose create was lost and
+	// that was not there to delete may still come: its policy stays for
+	// it too (prune deletes it once no Pod of the run is left).
+	if c.havePol && (existed || !c.createUnclear) && c.cl.WaitPodGone(ctx, c.ns, c.name) == nil {
 		_ = c.cl.DeletePolicy(ctx, c.ns, c.name)
 	}
 	c.name = ""
