@@ -14,7 +14,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -1295,8 +1294,8 @@ func (c *Cmd) Wait() error {
 		r.LimitsHit = append([]string{"cpu_time"}, r.LimitsHit...)
 	}
 	if c.Capture {
-		r.Stdout, r.StdoutEncoding = encodeOutput(c.stdout)
-		r.Stderr, r.StderrEncoding = encodeOutput(c.stderr)
+		r.Stdout, r.StdoutEncoding = c.stdout.Encoded()
+		r.Stderr, r.StderrEncoding = c.stderr.Encoded()
 		r.StdoutBytes, r.StdoutTruncated = c.stdout.Total(), c.stdout.Truncated()
 		r.StderrBytes, r.StderrTruncated = c.stderr.Total(), c.stderr.Truncated()
 	}
@@ -1344,16 +1343,6 @@ func (c *Cmd) Wait() error {
 	}
 	c.log().Info("jail ended", "status", string(r.Status), "exit_code", r.ExitCode)
 	return nil
-}
-
-// encodeOutput returns captured output as text when it is valid UTF-8,
-// and as base64 of the exact kept bytes otherwise: encoding/json would
-// replace every invalid byte with U+FFFD, and the report would lie.
-func encodeOutput(b *capture.Buffer) (string, string) {
-	if s := b.String(); utf8.ValidString(s) {
-		return s, "utf-8"
-	}
-	return b.Base64(), "base64"
 }
 
 func errOrEOF(err error) error {

@@ -16,10 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/moby/sys/mountinfo"
-	"golang.org/x/sys/unix"
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/internal/capture"
@@ -85,31 +83,12 @@ func (c *Cmd) Run() error {
 
 // newResult is the report's frame: what is known before the run.
 func (c *Cmd) newResult() *jail.Result {
-	r := &jail.Result{Schema: jail.Schema, Output: "streamed", StdoutEncoding: "utf-8", StderrEncoding: "utf-8",
-		SeccompDenials: []jail.SeccompDenial{}, LimitsHit: []string{}}
-	if c.Capture {
-		r.Output = "captured"
+	if c.plan == nil {
+		return oci.Frame(&c.Spec, nil, jail.BackendDocker, c.BackendReason, c.Capture, nil)
 	}
-	iso := &r.Isolation
-	iso.Backend, iso.BackendReason = jail.BackendDocker, c.BackendReason
-	iso.Namespaces, iso.UIDMap, iso.GIDMap, iso.NotEnforced = []string{}, []jail.IDMap{}, []jail.IDMap{}, []string{}
-	iso.Landlock = jail.LandlockInfo{Enforced: []string{}, Missing: []string{}}
-	iso.Network = jail.NetworkInfo{Mode: jail.NetworkNone, Allow: []jail.AllowInfo{}}
-	iso.Root, iso.RootPath, iso.Cgroup = "image", c.Spec.Image, "none"
-	iso.UID, iso.GID = jail.DefaultUID, jail.DefaultUID
-	if p := c.plan; p != nil {
-		iso.Namespaces = p.Namespaces
-		iso.NotEnforced = append(iso.NotEnforced, p.NotEnforced...)
-		iso.Seccomp = p.SeccompName
-		iso.Network.Mode = p.NetworkMode
-		iso.UID, iso.GID = p.Spec.Process.User.UID, p.Spec.Process.User.GID
-		if p.Body.HostConfig.Memory > 0 || p.Body.HostConfig.PidsLimit != nil || p.Body.HostConfig.NanoCpus > 0 ||
-			p.Body.HostConfig.CpuShares > 0 || p.Body.HostConfig.BlkioWeight > 0 || p.CPUTime > 0 {
-			iso.Cgroup = c.cgroup
-		}
-	}
-	if c.Spec.Landlock != jail.LandlockOff {
-		iso.Landlock.Missing = []string{"fs: the runtime-spec has no Landlock ruleset"}
+	r := oci.Frame(&c.Spec, c.plan.Mapping, jail.BackendDocker, c.BackendReason, c.Capture, c.plan.Namespaces)
+	if h := c.plan.Body.HostConfig; h.Memory > 0 || h.PidsLimit != nil || h.NanoCpus > 0 || h.CpuShares > 0 || h.BlkioWeight > 0 || c.plan.CPUTime > 0 {
+		r.Isolation.Cgroup = c.cgroup
 	}
 	return r
 }
@@ -589,13 +568,7 @@ func (c *Cmd) report(st *State, code int, end time.Time) *jail.Result {
 		r.OOMKills = 1
 		r.LimitsHit = append(r.LimitsHit, "memory")
 	case code > 128 && code <= 128+64:
-		sig := syscall.Signal(code - 128)
-		r.Status, r.ExitCode, r.Signal = jail.StatusSignaled, code, strings.TrimPrefix(unix.SignalName(sig), "SIG")
-		if sig == syscall.SIGSYS && c.plan.Spec.Linux.Seccomp != nil {
-			r.Status = jail.StatusSeccompKilled
-			r.SeccompDenials = append(r.SeccompDenials, jail.SeccompDenial{Syscall: "unknown", Action: "kill", Workload: true})
-			r.SeccompDenialsTotal = 1
-		}
+		oci.Signaled(r, syscall.Signal(code-128), c.plan.Mapping)
 	default:
 		r.Status, r.ExitCode = jail.StatusExited, code
 	}
@@ -612,21 +585,12 @@ func (c *Cmd) report(st *State, code int, end time.Time) *jail.Result {
 		r.Isolation.NotEnforced = append(r.Isolation.NotEnforced, "report: cpu time and memory peak are the engine's last statistics sample (about one a second), not the run's end; memory_peak_bytes is null where the engine's statistics have no peak (cgroup v2)")
 	}
 	if c.Capture {
-		r.Stdout, r.StdoutEncoding = encode(c.stdout)
-		r.Stderr, r.StderrEncoding = encode(c.stderr)
+		r.Stdout, r.StdoutEncoding = c.stdout.Encoded()
+		r.Stderr, r.StderrEncoding = c.stderr.Encoded()
 		r.StdoutBytes, r.StderrBytes = c.stdout.Total(), c.stderr.Total()
 		r.StdoutTruncated, r.StderrTruncated = c.stdout.Truncated(), c.stderr.Truncated()
 	}
 	return r
-}
-
-// encode gives captured output as text when it is valid UTF-8, else as
-// base64 of the exact bytes kept (as the native report does).
-func encode(b *capture.Buffer) (string, string) {
-	if s := b.String(); utf8.ValidString(s) {
-		return s, "utf-8"
-	}
-	return b.Base64(), "base64"
 }
 
 // cleanup removes the container and closes the connections; it runs on

@@ -14,13 +14,11 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/internal/capture"
 	"github.com/jailrt/jail/internal/procfs"
+	"github.com/jailrt/jail/oci"
 )
 
 // Cmd is a jail run as a Pod. Its fields and methods are those of
@@ -87,41 +85,26 @@ func (c *Cmd) Run() error {
 	return c.Wait()
 }
 
+// newResult is the report's frame: what is known before the run.
 func (c *Cmd) newResult() *jail.Result {
-	r := &jail.Result{Schema: jail.Schema, Output: "streamed", StdoutEncoding: "utf-8", StderrEncoding: "utf-8",
-		SeccompDenials: []jail.SeccompDenial{}, LimitsHit: []string{}}
-	if c.Capture {
-		r.Output = "captured"
+	p := c.plan
+	if p == nil {
+		return oci.Frame(&c.Spec, nil, jail.BackendK8s, c.BackendReason, c.Capture, nil)
 	}
+	r := oci.Frame(&c.Spec, p.Mapping, jail.BackendK8s, c.BackendReason, c.Capture, p.Namespaces)
 	iso := &r.Isolation
-	iso.Backend, iso.BackendReason = jail.BackendK8s, c.BackendReason
-	iso.Namespaces, iso.UIDMap, iso.GIDMap, iso.NotEnforced = []string{}, []jail.IDMap{}, []jail.IDMap{}, []string{}
-	iso.Landlock = jail.LandlockInfo{Enforced: []string{}, Missing: []string{}}
-	iso.Network = jail.NetworkInfo{Mode: jail.NetworkNone, Allow: []jail.AllowInfo{}}
-	iso.Root, iso.RootPath, iso.Cgroup = "image", c.Spec.Image, "none"
-	iso.UID, iso.GID = jail.DefaultUID, jail.DefaultUID
-	if p := c.plan; p != nil {
-		iso.Namespaces = p.Namespaces
-		iso.NotEnforced = append(iso.NotEnforced, p.NotEnforced...)
-		iso.Seccomp = p.SeccompName
-		switch sp := p.Pod.Spec.SecurityContext.SeccompProfile; sp.Type {
-		case "RuntimeDefault":
-			iso.Seccomp = "runtime/default"
-		case "Localhost":
-			// Whatever file the nodes hold there, meant to be the Spec's.
-			iso.Seccomp = "localhost/" + *sp.LocalhostProfile
-		}
-		iso.Network.Mode = p.NetworkMode
-		if p.Allow != nil {
-			iso.Network.Allow = p.Allow
-		}
-		iso.UID, iso.GID = p.Spec.Process.User.UID, p.Spec.Process.User.GID
-		if len(p.Pod.Spec.Containers[0].Resources.Limits) > 0 {
-			iso.Cgroup = "runtime"
-		}
+	switch sp := p.Pod.Spec.SecurityContext.SeccompProfile; sp.Type {
+	case "RuntimeDefault":
+		iso.Seccomp = "runtime/default"
+	case "Localhost":
+		// Whatever file the nodes hold there, meant to be the Spec's.
+		iso.Seccomp = "localhost/" + *sp.LocalhostProfile
 	}
-	if c.Spec.Landlock != jail.LandlockOff {
-		iso.Landlock.Missing = []string{"fs: the runtime-spec has no Landlock ruleset"}
+	if p.Allow != nil {
+		iso.Network.Allow = p.Allow
+	}
+	if len(p.Pod.Spec.Containers[0].Resources.Limits) > 0 {
+		iso.Cgroup = "runtime"
 	}
 	return r
 }
@@ -589,12 +572,7 @@ func (c *Cmd) report(p *Pod, reason jail.Status, setupErr error) *jail.Result {
 		if sig == 0 {
 			sig = syscall.Signal(term.ExitCode - 128)
 		}
-		r.Status, r.ExitCode, r.Signal = jail.StatusSignaled, 128+int(sig), strings.TrimPrefix(unix.SignalName(sig), "SIG")
-		if sig == syscall.SIGSYS && c.plan.Spec.Linux.Seccomp != nil {
-			r.Status = jail.StatusSeccompKilled
-			r.SeccompDenials = append(r.SeccompDenials, jail.SeccompDenial{Syscall: "unknown", Action: "kill", Workload: true})
-			r.SeccompDenialsTotal = 1
-		}
+		oci.Signaled(r, sig, c.plan.Mapping)
 	default:
 		r.Status, r.ExitCode = jail.StatusExited, term.ExitCode
 	}
@@ -610,7 +588,7 @@ func (c *Cmd) report(p *Pod, reason jail.Status, setupErr error) *jail.Result {
 		"report: wall time is the kubelet's, in whole seconds; cpu time, max_rss_bytes and memory_peak_bytes are not reported through the API (0 and null)",
 		"seccomp kill reporting: the runtime reports a death by SIGSYS, not the call")
 	if c.out != nil {
-		r.Stdout, r.StdoutEncoding = encode(c.out)
+		r.Stdout, r.StdoutEncoding = c.out.Encoded()
 		r.StdoutBytes, r.StdoutTruncated = c.out.Total(), c.out.Truncated()
 	}
 	return r
@@ -630,13 +608,6 @@ func podPhase(p *Pod) string {
 		s += " (" + p.Status.Reason + ")"
 	}
 	return s
-}
-
-func encode(b *capture.Buffer) (string, string) {
-	if s := b.String(); utf8.ValidString(s) {
-		return s, "utf-8"
-	}
-	return b.Base64(), "base64"
 }
 
 // cleanup deletes the Pod and its policy; it runs on every way out of

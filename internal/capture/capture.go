@@ -260,3 +260,14 @@ func (b *Buffer) tailSkip() int {
 	}
 	return n
 }
+
+// Encoded returns the captured output as text when it is valid UTF-8, and
+// as base64 of the exact kept bytes otherwise, with the encoding's name
+// ("utf-8", "base64"): encoding/json would replace every invalid byte
+// with U+FFFD, and a report would lie.
+func (b *Buffer) Encoded() (string, string) {
+	if s := b.String(); utf8.ValidString(s) {
+		return s, "utf-8"
+	}
+	return b.Base64(), "base64"
+}
