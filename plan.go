@@ -154,6 +154,8 @@ func newLaunch(s *Spec, argv []string, h hostFacts) (_ *launch, retErr error) {
 		l.egress, iso.Network.Allow = egressDests(cs.egress, h.resolved)
 		l.pool = s.Network.pool()
 	}
+	iso.SensitiveSources = cs.sensitiveSources()
+	iso.TrustedOnly = s.trustedOnly(iso.SensitiveSources)
 	for _, ne := range iso.NotEnforced {
 		if ne[:5] != "time " && !s.AllowUnenforced {
 			return nil, &FeatureError{Feature: ne[:len(ne)-len(": this kernel does not have it")], Reason: "this kernel does not have it (see `jail check`; --allow-unenforced runs without it)"}

@@ -207,6 +207,15 @@ type Isolation struct {
 	// each as "what: why" (only with AllowUnenforced, or for the time
 	// namespace on kernels without it).
 	NotEnforced []string `json:"not_enforced"`
+	// SensitiveSources lists the sensitive host paths the run bound
+	// because the Spec allowed them (AllowSensitiveSources), each as
+	// "PATH: what it exposes".
+	SensitiveSources []string `json:"sensitive_sources,omitempty"`
+	// TrustedOnly, when not empty, says that this jail is no security
+	// boundary, and why: the host's network, a namespace not created,
+	// no seccomp filter, sensitive host paths bound. Such a Spec is for
+	// code you trust (the dev profile); strict and default have none.
+	TrustedOnly []string `json:"trusted_only,omitempty"`
 }
 
 // LandlockInfo is the Landlock ruleset a run had.

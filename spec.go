@@ -31,9 +31,14 @@ type Spec struct {
 	// Mounts are added to the root in order, after the system mounts.
 	Mounts []mounts.Mount `json:"mounts,omitempty"`
 
-	// AllowSensitiveSources allows bind sources under /proc, /sys, /dev,
-	// /boot, /run, the Docker socket, the host's whole /etc or /.
-	AllowSensitiveSources bool `json:"allow_sensitive_sources,omitempty"`
+	// AllowSensitiveSources allows bind sources (and a Root) that
+	// [mounts.IsSensitive] refuses: under /proc, /sys, /dev, /boot, /run,
+	// the Docker socket, the host's credentials (~/.ssh, ~/.aws,
+	// ~/.kube, /etc/shadow...), a home directory holding them, the whole
+	// /etc, /home or /. In JSON, true allows every one; a list of host
+	// paths allows the sources at or below them only. The report lists
+	// the sensitive sources a run opened (Isolation.SensitiveSources).
+	AllowSensitiveSources SensitiveSources `json:"allow_sensitive_sources,omitzero"`
 
 	// TmpSizeBytes is the size of the jail's /tmp tmpfs; 0 means 64 MiB.
 	// The jail's files live in memory: /tmp, /dev/shm, each tmpfs of
@@ -188,6 +193,59 @@ type Spec struct {
 	overlayTree string
 }
 
+// SensitiveSources says which sensitive host paths a Spec may bind: all
+// of them, or those at or below Paths (absolute, clean).
+type SensitiveSources struct {
+	All   bool
+	Paths []string
+}
+
+// AllowAll is SensitiveSources{All: true}.
+var AllowAll = SensitiveSources{All: true}
+
+// IsZero reports whether s allows nothing.
+func (s SensitiveSources) IsZero() bool { return !s.All && len(s.Paths) == 0 }
+
+// Allows reports whether a bind of hostPath (absolute, without symlinks)
+// may expose something sensitive.
+func (s SensitiveSources) Allows(hostPath string) bool {
+	if s.All {
+		return true
+	}
+	for _, p := range s.Paths {
+		if hostPath == p || p == "/" || strings.HasPrefix(hostPath, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// MarshalJSON writes true for All, else the list of paths.
+func (s SensitiveSources) MarshalJSON() ([]byte, error) {
+	if s.All {
+		return []byte("true"), nil
+	}
+	if s.Paths == nil {
+		return []byte("false"), nil
+	}
+	return json.Marshal(s.Paths)
+}
+
+// UnmarshalJSON reads true, false or a list of host paths.
+func (s *SensitiveSources) UnmarshalJSON(b []byte) error {
+	var all bool
+	if err := json.Unmarshal(b, &all); err == nil {
+		*s = SensitiveSources{All: all}
+		return nil
+	}
+	var paths []string
+	if err := json.Unmarshal(b, &paths); err != nil {
+		return errors.New("want true, false or a list of host paths")
+	}
+	*s = SensitiveSources{Paths: paths}
+	return nil
+}
+
 // Rlimit is a setrlimit(2) resource limit.
 type Rlimit struct {
 	// Name is the resource: as, core, cpu, data, fsize, locks, memlock,
@@ -200,6 +258,22 @@ type Rlimit struct {
 
 // RlimitInfinity is an unlimited Rlimit value (RLIM_INFINITY).
 const RlimitInfinity = math.MaxUint64
+
+// MarshalJSON writes soft and hard as numbers, RlimitInfinity as
+// "unlimited".
+func (r Rlimit) MarshalJSON() ([]byte, error) {
+	v := func(n uint64) any {
+		if n == RlimitInfinity {
+			return "unlimited"
+		}
+		return n
+	}
+	return json.Marshal(struct {
+		Name string `json:"name"`
+		Soft any    `json:"soft"`
+		Hard any    `json:"hard"`
+	}{r.Name, v(r.Soft), v(r.Hard)})
+}
 
 // UnmarshalJSON reads soft and hard as numbers or as "unlimited".
 func (r *Rlimit) UnmarshalJSON(b []byte) error {
@@ -373,6 +447,51 @@ func validImage(ref string) bool {
 	return true
 }
 
+// allowSensitive is the test mounts.OpenSource takes: nil when the Spec
+// allows no sensitive source.
+func (s *Spec) allowSensitive() func(string) bool {
+	if s.AllowSensitiveSources.IsZero() {
+		return nil
+	}
+	return s.AllowSensitiveSources.Allows
+}
+
+// trustedOnly lists what makes a jail of s no security boundary (see
+// Isolation.TrustedOnly); sources are the checked binds and root.
+func (s *Spec) trustedOnly(sensitive []string) []string {
+	var why []string
+	if s.netMode() == NetworkHost {
+		why = append(why, "network: the host's")
+	}
+	for _, ns := range s.DisableNamespaces {
+		if ns != "net" { // said by the network
+			why = append(why, ns+" namespace: not created")
+		}
+	}
+	if s.Seccomp == "none" && s.SeccompPolicy == nil {
+		why = append(why, "seccomp: none")
+	}
+	for _, src := range sensitive {
+		why = append(why, "sensitive source "+src)
+	}
+	return why
+}
+
+// sensitiveSources lists the sensitive sources cs opened, as
+// Isolation.SensitiveSources says them.
+func (cs *checkedSpec) sensitiveSources() []string {
+	var out []string
+	if cs.root != nil && cs.root.Sensitive != "" {
+		out = append(out, cs.root.Path+": "+cs.root.Sensitive)
+	}
+	for _, src := range cs.sources {
+		if src.Sensitive != "" {
+			out = append(out, src.Path+": "+src.Sensitive)
+		}
+	}
+	return out
+}
+
 // checkNative refuses what only another backend runs: [Command] is the
 // native backend.
 func (s *Spec) checkNative() error {
@@ -489,11 +608,16 @@ func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 	if s.Image != "" && s.Root != "" {
 		return nil, bad("image", s.Image, "cannot be given with root")
 	}
+	for i, p := range s.AllowSensitiveSources.Paths {
+		if err := mounts.CheckTarget(p); err != nil {
+			return nil, bad(fmt.Sprintf("allow_sensitive_sources[%d]", i), p, "%v", err)
+		}
+	}
 	if s.Root != "" {
 		if err := mounts.CheckTarget(s.Root); err != nil {
 			return nil, bad("root", s.Root, "%v", err)
 		}
-		src, err := mounts.OpenSource(s.Root, s.AllowSensitiveSources, readTable)
+		src, err := mounts.OpenSource(s.Root, s.allowSensitive(), readTable)
 		if err != nil {
 			var me *mounts.Error
 			if errors.As(err, &me) {
@@ -513,7 +637,7 @@ func (s *Spec) validate() (_ *checkedSpec, retErr error) {
 		checked, err := mounts.Check(m)
 		if err == nil && m.Type != mounts.Tmpfs {
 			var src *mounts.Source
-			if src, err = mounts.OpenSource(m.Source, s.AllowSensitiveSources, readTable); err == nil {
+			if src, err = mounts.OpenSource(m.Source, s.allowSensitive(), readTable); err == nil {
 				cs.sources = append(cs.sources, src)
 				checked.Source = src.Path
 			}

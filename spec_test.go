@@ -40,7 +40,7 @@ func TestSpecValidate(t *testing.T) {
 		}, ""},
 		{"hostname of 64 characters", Spec{Hostname: strings.Repeat("a", 64)}, ""},
 		{"empty env", Spec{Env: []string{}}, ""},
-		{"sensitive root allowed", Spec{Root: "/", AllowSensitiveSources: true}, ""},
+		{"sensitive root allowed", Spec{Root: "/", AllowSensitiveSources: AllowAll}, ""},
 		{"disable mount without root or mounts", Spec{DisableNamespaces: []string{"mount", "user"}}, ""},
 
 		{"relative root", Spec{Root: "rootfs"}, "root"},

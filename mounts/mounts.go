@@ -124,11 +124,21 @@ func CheckTarget(unsafePath string) error {
 
 // sensitive are host paths a jail must not see unless the caller says so.
 // A source is refused if it is one of them or lies below one; the host's
-// /etc and / are refused only as a whole (a single file of /etc is fine).
+// /etc, /home and / are refused only as a whole (a single file of /etc is
+// fine).
 var (
-	sensitiveTrees = []string{"/proc", "/sys", "/dev", "/boot", "/run", "/var/run/docker.sock"}
-	sensitiveExact = []string{"/", "/etc"}
+	sensitiveTrees = []string{"/proc", "/sys", "/dev", "/boot", "/run", "/var/run/docker.sock",
+		"/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc/kubernetes", "/etc/sudoers", "/etc/sudoers.d",
+		"/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet"}
+	sensitiveExact = []string{"/", "/etc", "/home"}
 )
+
+// Credentials are the names of a user's secrets in a home directory: a
+// source is sensitive when one of them is in its path (~/.ssh/id_ed25519,
+// /home/a/.aws) or, for a directory, right inside it (a home directory:
+// see [Table.Exposes]'s callers).
+var Credentials = []string{".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc",
+	".git-credentials", ".pgpass", ".password-store", ".config/gcloud", ".config/gh"}
 
 // IsSensitive reports whether hostPath (absolute, symlinks resolved) is a
 // sensitive source, and names the rule.
@@ -141,6 +151,12 @@ func IsSensitive(hostPath string) (string, bool) {
 	for _, t := range sensitiveTrees {
 		if hostPath == t || strings.HasPrefix(hostPath, t+"/") {
 			return t, true
+		}
+	}
+	for _, c := range Credentials {
+		i := strings.Index(hostPath+"/", "/"+c+"/")
+		if i >= 0 {
+			return hostPath[:i+1+len(c)], true
 		}
 	}
 	return "", false

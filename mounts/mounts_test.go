@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -148,24 +149,49 @@ func TestOpenSource(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "real"), 0o755))
 	require.NoError(t, os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "link")))
 	require.NoError(t, os.Symlink("/proc/self", filepath.Join(dir, "proc-link")))
+	home := filepath.Join(dir, "home")
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519"), []byte("secret"), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(home, "project"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "cloud", ".config", "gcloud"), 0o700))
+	only := func(paths ...string) func(string) bool {
+		return func(p string) bool {
+			for _, a := range paths {
+				if a == "/" || p == a || strings.HasPrefix(p, a+"/") {
+					return true
+				}
+			}
+			return false
+		}
+	}
 	for _, tc := range []struct {
-		name      string
-		path      string
-		sensitive bool
-		want      string // an error phrase; empty: opens
+		name  string
+		path  string
+		allow func(string) bool
+		want  string // an error phrase; empty: opens
+		says  string // what Source.Sensitive says of an allowed one
 	}{
-		{"a directory", filepath.Join(dir, "real"), false, ""},
-		{"a symlink", filepath.Join(dir, "link"), false, "is a symlink"},
-		{"a symlink into proc", filepath.Join(dir, "proc-link"), false, "is a symlink"},
-		{"missing", filepath.Join(dir, "nope"), false, "does not exist"},
-		{"proc", "/proc", false, "is sensitive (/proc)"},
-		{"host root", "/", false, "is sensitive (/)"},
-		{"host etc", "/etc", false, "is sensitive (/etc)"},
-		{"one etc file is fine", "/etc/hostname", false, ""},
-		{"allowed sensitive", "/proc", true, ""},
+		{"a directory", filepath.Join(dir, "real"), nil, "", ""},
+		{"a symlink", filepath.Join(dir, "link"), nil, "is a symlink", ""},
+		{"a symlink into proc", filepath.Join(dir, "proc-link"), nil, "is a symlink", ""},
+		{"missing", filepath.Join(dir, "nope"), nil, "does not exist", ""},
+		{"proc", "/proc", nil, "is sensitive (/proc)", ""},
+		{"host root", "/", nil, "is sensitive (/)", ""},
+		{"host etc", "/etc", nil, "is sensitive (/etc)", ""},
+		{"shadow", "/etc/shadow", nil, "is sensitive (/etc/shadow)", ""},
+		{"host home", "/home", nil, "is sensitive (/home)", ""},
+		{"one etc file is fine", "/etc/hostname", nil, "", ""},
+		{"a home directory", home, nil, "holds .ssh (a home directory)", ""},
+		{"a key", filepath.Join(home, ".ssh", "id_ed25519"), nil, "is sensitive (below " + filepath.Join(home, ".ssh") + ")", ""},
+		{"gcloud", filepath.Join(dir, "cloud", ".config", "gcloud"), nil, "is sensitive (" + filepath.Join(dir, "cloud", ".config", "gcloud") + ")", ""},
+		{"a project in a home is fine", filepath.Join(home, "project"), nil, "", ""},
+		{"allowed sensitive", "/proc", only("/"), "", "is sensitive (/proc)"},
+		{"allowed below a listed path", filepath.Join(home, ".ssh", "id_ed25519"), only(filepath.Join(home, ".ssh")), "", "is sensitive"},
+		{"another path listed", "/proc", only("/sys"), "refused unless allowed", ""},
+		{"a listed path does not allow its parent", home, only(filepath.Join(home, ".ssh")), "holds .ssh", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := OpenSource(tc.path, tc.sensitive, ReadTable)
+			s, err := OpenSource(tc.path, tc.allow, ReadTable)
 			if tc.want != "" {
 				var me *Error
 				require.ErrorAs(t, err, &me)
@@ -176,6 +202,11 @@ func TestOpenSource(t *testing.T) {
 			require.NoError(t, err)
 			defer s.Close()
 			assert.Equal(t, tc.path, s.Path)
+			if tc.says == "" {
+				assert.Empty(t, s.Sensitive)
+			} else {
+				assert.Contains(t, s.Sensitive, tc.says)
+			}
 		})
 	}
 }

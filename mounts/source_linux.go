@@ -24,6 +24,9 @@ type Source struct {
 	Path string
 	// Dir says whether File is a directory.
 	Dir bool
+	// Sensitive, for a sensitive source the caller allowed, says what it
+	// exposes; "" for any other.
+	Sensitive string
 }
 
 // Close closes the descriptor.
@@ -44,11 +47,13 @@ func ReadTable() (Table, error) {
 
 // OpenSource opens the host path of a bind (or a --rootfs) without
 // following symlinks (a symlink anywhere in it is refused: the workload of
-// another jail may have planted it), and unless allowSensitive refuses it
-// when it exposes something sensitive (see [Table.Exposes]): judged on the
-// opened descriptor, against table, which OpenSource calls only when it
-// needs it. Errors are *Error with Field "source".
-func OpenSource(unsafePath string, allowSensitive bool, table func() (Table, error)) (_ *Source, retErr error) {
+// another jail may have planted it), and refuses it when it exposes
+// something sensitive (see [Table.Exposes]; a directory that holds one of
+// the [Credentials] is a home directory, and sensitive too) unless allow
+// (nil: nothing) allows its real path; the Source then says what it
+// exposes. That is judged on the opened descriptor, against table.
+// Errors are *Error with Field "source".
+func OpenSource(unsafePath string, allow func(hostPath string) bool, table func() (Table, error)) (_ *Source, retErr error) {
 	bad := func(err error) error { return &Error{Field: "source", Value: unsafePath, Err: err} }
 	f, err := hostfs.OpenPath(unsafePath)
 	if err != nil {
@@ -75,9 +80,6 @@ func OpenSource(unsafePath string, allowSensitive bool, table func() (Table, err
 		return nil, bad(fmt.Errorf("its path: %w", err))
 	}
 	s := &Source{File: f, Path: real, Dir: stx.Mode&unix.S_IFMT == unix.S_IFDIR}
-	if allowSensitive {
-		return s, nil
-	}
 	t, err := table()
 	if err != nil {
 		return nil, bad(fmt.Errorf("reading the mount table: %w", err))
@@ -86,11 +88,31 @@ func OpenSource(unsafePath string, allowSensitive bool, table func() (Table, err
 	if stx.Mask&unix.STATX_MNT_ID != 0 {
 		mntID = int(stx.Mnt_id)
 	}
-	if what := t.Exposes(mntID, real, s.Dir); what != "" {
-		if real != unsafePath {
-			what = "(" + real + ") " + what
-		}
-		return nil, bad(fmt.Errorf("%s; refused unless sensitive sources are allowed", what))
+	what := t.Exposes(mntID, real, s.Dir)
+	if what == "" && s.Dir {
+		what = holdsCredentials(int(f.Fd()))
 	}
-	return s, nil
+	if what == "" {
+		return s, nil
+	}
+	if real != unsafePath {
+		what = "(" + real + ") " + what
+	}
+	if allow != nil && allow(real) {
+		s.Sensitive = what
+		return s, nil
+	}
+	return nil, bad(fmt.Errorf("%s; refused unless allowed as a sensitive source", what))
+}
+
+// holdsCredentials says which of the [Credentials] the directory dirfd
+// holds, as a phrase for the error message; "" when none.
+func holdsCredentials(dirfd int) string {
+	for _, c := range Credentials {
+		var st unix.Stat_t
+		if unix.Fstatat(dirfd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			return "holds " + c + " (a home directory)"
+		}
+	}
+	return ""
 }

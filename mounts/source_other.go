@@ -10,9 +10,10 @@ import (
 // Source is the host side of a bind mount. Off Linux, where no jail can
 // run, it only carries the path.
 type Source struct {
-	File *os.File
-	Path string
-	Dir  bool
+	File      *os.File
+	Path      string
+	Dir       bool
+	Sensitive string
 }
 
 // Close does nothing off Linux.
@@ -20,7 +21,7 @@ func (s *Source) Close() error { return nil }
 
 // OpenSource checks nothing off Linux: a Spec can be built and validated
 // there, but only a Linux host can judge its host paths.
-func OpenSource(unsafePath string, allowSensitive bool, table func() (Table, error)) (*Source, error) {
+func OpenSource(unsafePath string, allow func(hostPath string) bool, table func() (Table, error)) (*Source, error) {
 	abs, err := filepath.Abs(unsafePath)
 	if err != nil {
 		return nil, &Error{Field: "source", Value: unsafePath, Err: err}

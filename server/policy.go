@@ -95,7 +95,7 @@ func checkSpec(t Tenant, s *jail.Spec, field string) *Error {
 		set        bool
 	}{
 		{"root", "a directory of the server's host", s.Root != ""},
-		{"allow_sensitive_sources", "opens sensitive host paths", s.AllowSensitiveSources},
+		{"allow_sensitive_sources", "opens sensitive host paths", !s.AllowSensitiveSources.IsZero()},
 		{"host_uid", "a host user id", s.HostUID != nil},
 		{"host_gid", "a host group id", s.HostGID != nil},
 		{"disable_namespaces", "shares a namespace of the server's host", len(s.DisableNamespaces) > 0},

@@ -111,7 +111,7 @@ func TestCheckSpec(t *testing.T) {
 	user, admin := uidTenant(1000, 4242, nil), uidTenant(0, 4242, nil)
 	for field, s := range map[string]jail.Spec{
 		"spec.root":                    {Root: "/srv/root"},
-		"spec.allow_sensitive_sources": {AllowSensitiveSources: true},
+		"spec.allow_sensitive_sources": {AllowSensitiveSources: jail.AllowAll},
 		"spec.host_uid":                {HostUID: u32(0)},
 		"spec.host_gid":                {HostGID: u32(0)},
 		"spec.disable_namespaces":      {DisableNamespaces: []string{"net"}},

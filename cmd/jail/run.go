@@ -158,7 +158,7 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.landlock, "landlock", "", "the Landlock second wall: auto (what this kernel has; the report says what it lacks), require (refuse a kernel below ABI 6, unless --allow-unenforced; needs a mount namespace), or off (default auto)")
 	fl.BoolVar(&f.seccompLog, "seccomp-log", false, "report every call the seccomp policy denies (seccomp_denials), not only kills")
 	fl.BoolVar(&f.allowUnenforced, "allow-unenforced", false, "run even if something asked for cannot be enforced here; the report lists it")
-	fl.BoolVar(&f.allowSensitive, "allow-sensitive-sources", false, "allow bind sources under /proc, /sys, /dev, /boot, /run, the whole /etc or /")
+	fl.BoolVar(&f.allowSensitive, "allow-sensitive-sources", false, "allow every sensitive bind source: under /proc, /sys, /dev, /boot, /run, credentials (~/.ssh, ~/.aws...), a home directory, the whole /etc, /home or /; the report lists them")
 	fl.StringVar(&f.net, "net", "", "the jail's network: none (its own namespace, lo only), host (the host's: trusted uses only; --no-netns says the same) or egress (only the --allow destinations, enforced in the kernel: on the host's end of a veth for root; for an unprivileged caller, through pasta with the rules in the jail's namespace) (default: the profile's, none)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "with --net egress, a destination the jail may reach: `[tcp/|udp/]DEST[:PORT[-PORT]]`, DEST an IPv4 address, CIDR or host name (resolved here, pinned in the jail's /etc/hosts); TCP and every port by default; private and link-local ranges and this host only when named (repeatable)")
 	fl.IntVar(&f.netLog, "net-log", 0, "with --net egress, record up to `N` distinct refused destinations (address, protocol, port) in the report's network.denied_destinations (at most 1024)")
@@ -319,7 +319,7 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 		s.AllowUnenforced = f.allowUnenforced
 	}
 	if changed("allow-sensitive-sources") {
-		s.AllowSensitiveSources = f.allowSensitive
+		s.AllowSensitiveSources = jail.SensitiveSources{All: f.allowSensitive}
 	}
 	for _, ns := range jail.Namespaces {
 		if *f.noNS[ns] {
