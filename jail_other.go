@@ -29,3 +29,6 @@ func (c *Cmd) Signal(os.Signal) error { return c.Start() }
 
 // Resize reports ErrNotSupported.
 func (c *Cmd) Resize(WindowSize) error { return c.Start() }
+
+// Warnings has nothing to say off Linux.
+func (s *Spec) Warnings() []string { return nil }

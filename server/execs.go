@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/profiles"
 )
 
 // A session's command (an exec) is the server's, not its request's: it
@@ -499,7 +500,7 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 	c := sess.Command(ctx, argv[0], argv[1:]...)
 	c.Capture, c.Logger = true, s.cfg.Logger
 	if len(req.Env) > 0 {
-		c.Spec.Env = mergeEnv(c.Spec.Env, req.Env)
+		c.Spec = profiles.Apply(c.Spec, jail.Spec{Env: req.Env}, []string{"env"})
 	}
 	if req.Cwd != "" {
 		c.Spec.Cwd = req.Cwd

@@ -561,29 +561,33 @@ func (r *RunRequest) checkLimits(t Tenant, base jail.Spec) *Error {
 
 // override applies the request's env, cwd and limits to spec.
 func (r *RunRequest) override(spec *jail.Spec) {
+	var over jail.Spec
+	var set []string
 	if len(r.Env) > 0 {
-		spec.Env = mergeEnv(spec.Env, r.Env)
+		over.Env, set = r.Env, append(set, "env")
 	}
 	if r.Cwd != "" {
-		spec.Cwd = r.Cwd
+		over.Cwd, set = r.Cwd, append(set, "cwd")
 	}
 	if l := r.Limits; l != nil {
-		set := func(dst *int64, v *int64) {
-			if v != nil {
-				*dst = *v
+		for _, v := range []struct {
+			key string
+			src *int64
+			dst *int64
+		}{{"memory_max_bytes", l.MemoryMaxBytes, &over.MemoryMaxBytes}, {"swap_max_bytes", l.SwapMaxBytes, &over.SwapMaxBytes},
+			{"pids_max", l.PidsMax, &over.PidsMax}, {"output_limit_bytes", l.OutputLimitBytes, &over.OutputLimitBytes}} {
+			if v.src != nil {
+				*v.dst, set = *v.src, append(set, v.key)
 			}
 		}
-		set(&spec.MemoryMaxBytes, l.MemoryMaxBytes)
-		set(&spec.SwapMaxBytes, l.SwapMaxBytes)
-		set(&spec.PidsMax, l.PidsMax)
-		set(&spec.OutputLimitBytes, l.OutputLimitBytes)
 		if l.CPUs != nil {
-			spec.CPUs = *l.CPUs
+			over.CPUs, set = *l.CPUs, append(set, "cpus")
 		}
 		if l.CPUTime != nil {
-			spec.CPUTime = *l.CPUTime
+			over.CPUTime, set = *l.CPUTime, append(set, "cpu_time")
 		}
 	}
+	*spec = profiles.Apply(*spec, over, set) // the merge rules of profiles and the CLI's flags
 }
 
 // specOf returns the Spec a request names: its own, or its profile's (the
@@ -1123,24 +1127,6 @@ func (s *Server) exportSnapshot(w http.ResponseWriter, r *http.Request, t Tenant
 		return asAPIError(err, "") // written only if nothing was: else the stream ends short
 	}
 	return nil
-}
-
-// mergeEnv sets each KEY=VALUE of set in base, replacing base's KEY.
-func mergeEnv(base, set []string) []string {
-	out := append([]string{}, base...)
-	for _, kv := range set {
-		k, _, _ := strings.Cut(kv, "=")
-		replaced := false
-		for i, b := range out {
-			if bk, _, _ := strings.Cut(b, "="); bk == k {
-				out[i], replaced = kv, true
-			}
-		}
-		if !replaced {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // maxEventData bounds the output one event carries.

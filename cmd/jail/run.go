@@ -83,6 +83,7 @@ func newRunFlags() *runFlags { return &runFlags{noNS: map[string]*bool{}} }
 
 func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	f := newRunFlags()
+	var printSpec bool
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARGS...]",
 		Short: "Run a command in a jail",
@@ -101,17 +102,21 @@ or was not found.`,
   jail run --json --timeout 2s --ro-bind ./solution:/work -- python3 /work/main.py
   jail run --rootfs /srv/debian --tmpfs /scratch:size=16M -- /bin/bash`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
+			if len(args) == 0 && !printSpec {
 				return usageError("command: missing (give it after --)")
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if printSpec {
+				return printRunSpec(cmd, f, stdout, stderr)
+			}
 			return runJail(cmd, f, args, stdout, stderr)
 		},
 	}
 	fl := cmd.Flags()
 	f.register(fl)
+	fl.BoolVar(&printSpec, "print-spec", false, "print the Spec the profile and the flags make, as JSON, check it on this host and exit: nothing runs (exit 125 if it is not valid)")
 	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own; with --json the default is none), none (/dev/null), or a FILE (a regular file, fed through a pipe; a pipe, handed over as it is; /dev/fd/N for <(cmd))")
 	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
 	fl.BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal of its own (a new pty inside the jail), relayed to yours in raw mode; stdout and stderr become one stream; not with --json")
@@ -123,7 +128,7 @@ or was not found.`,
 // its input and output) to fl; `jail selftest` takes the same ones.
 func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.SetInterspersed(false) // everything after the command is its own
-	fl.StringVar(&f.profile, "profile", "default", "profile: a built-in name (strict, default) or a YAML/JSON file")
+	fl.StringVar(&f.profile, "profile", "default", "profile: a built-in name (strict, default, net-egress, dev; see jail profile list) or a YAML/JSON file (docs/profiles.md)")
 	fl.StringArrayVar(&f.binds, "bind", nil, "bind host `SRC[:DST]` read-write (repeatable)")
 	fl.StringArrayVar(&f.roBinds, "ro-bind", nil, "bind host `SRC[:DST]` read-only (repeatable)")
 	fl.StringArrayVar(&f.tmpfs, "tmpfs", nil, "mount a tmpfs at `DST[:size=SIZE]` (default size 64M; repeatable)")
@@ -184,14 +189,35 @@ func parseID(flag, s string) (*uint32, error) {
 	return &v, nil
 }
 
-// buildSpec loads the profile and applies the flags that were given.
+// buildSpec loads the profile and lays the flags that were given over it
+// by the profiles' merge rules (profiles.Apply): --env, --rlimit and the
+// mounts by key, --allow added to the profile's list, the rest replacing
+// the profile's field.
 func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 	p, err := profiles.Load(f.profile)
 	if err != nil {
 		return jail.Spec{}, usageError("--profile: %v", err)
 	}
-	s := p.Spec
+	over, set, err := flagLayer(cmd, f)
+	if err != nil {
+		return jail.Spec{}, err
+	}
+	return profiles.Apply(p.Spec, over, set), nil
+}
+
+// flagLayer is the partial Spec the flags that were given say, and the
+// JSON names of the fields they set.
+func flagLayer(cmd *cobra.Command, f *runFlags) (jail.Spec, []string, error) {
+	var s jail.Spec
+	var set []string
 	changed := cmd.Flags().Changed
+	field := func(flag, key string) bool {
+		if changed(flag) {
+			set = append(set, key)
+			return true
+		}
+		return false
+	}
 	for _, m := range []struct {
 		typ  mounts.Type
 		flag string
@@ -200,125 +226,129 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 		for _, a := range m.args {
 			mm, err := mounts.Parse(m.typ, a)
 			if err != nil {
-				return s, usageError("--%s %q: %v", m.flag, a, err)
+				return s, nil, usageError("--%s %q: %v", m.flag, a, err)
 			}
 			s.Mounts = append(s.Mounts, mm)
 		}
 	}
-	if changed("rootfs") {
+	if len(s.Mounts) > 0 {
+		set = append(set, "mounts")
+	}
+	if field("rootfs", "root") {
 		s.Root = f.rootfs
 	}
-	if changed("backend") {
+	if field("backend", "backend") {
 		s.Backend = f.backend
 	}
-	if changed("image") {
+	if field("image", "image") {
 		s.Image = f.image
-	}
-	env := s.Env
-	if env == nil {
-		env = append([]string{}, jail.DefaultEnv...)
 	}
 	if f.envFile != "" {
 		lines, err := readEnvFile(f.envFile)
 		if err != nil {
-			return s, usageError("--env-file %q: %v", f.envFile, err)
+			return s, nil, usageError("--env-file %q: %v", f.envFile, err)
 		}
-		env = setEnv(env, lines...)
+		s.Env = append(s.Env, lines...)
 	}
 	for _, e := range f.env {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
-			return s, usageError("--env %q: want KEY=VALUE", e)
+			return s, nil, usageError("--env %q: want KEY=VALUE", e)
 		}
 	}
-	s.Env = setEnv(env, f.env...)
-	if changed("cwd") {
+	s.Env = append(s.Env, f.env...)
+	if len(s.Env) > 0 {
+		set = append(set, "env")
+	}
+	if field("cwd", "cwd") {
 		s.Cwd = f.cwd
 	}
-	if changed("seccomp") {
-		s.Seccomp, s.SeccompPolicy = f.seccomp, nil
+	if field("seccomp", "seccomp") {
+		s.Seccomp = f.seccomp
 	}
-	if changed("landlock") {
+	if field("landlock", "landlock") {
 		s.Landlock = f.landlock
 	}
-	if changed("seccomp-log") {
+	if field("seccomp-log", "seccomp_log") {
 		s.SeccompLog = f.seccompLog
 	}
-	if changed("hostname") {
+	if field("hostname", "hostname") {
 		s.Hostname = f.hostname
 	}
 	for _, id := range []struct {
-		flag, val string
-		dst       **uint32
-	}{{"uid", f.uid, &s.UID}, {"gid", f.gid, &s.GID}, {"host-uid", f.hostUID, &s.HostUID}, {"host-gid", f.hostGID, &s.HostGID}} {
+		flag, key, val string
+		dst            **uint32
+	}{{"uid", "uid", f.uid, &s.UID}, {"gid", "gid", f.gid, &s.GID}, {"host-uid", "host_uid", f.hostUID, &s.HostUID}, {"host-gid", "host_gid", f.hostGID, &s.HostGID}} {
 		v, err := parseID(id.flag, id.val)
 		if err != nil {
-			return s, err
+			return s, nil, err
 		}
 		if v != nil {
 			*id.dst = v
+			set = append(set, id.key)
 		}
 	}
-	if changed("timeout") {
-		if f.timeout < 0 {
-			return s, usageError("--timeout %s: must not be negative", f.timeout)
+	for _, d := range []struct {
+		flag, key string
+		val       time.Duration
+		dst       *jail.Duration
+	}{{"timeout", "timeout", f.timeout, &s.Timeout}, {"kill-grace", "kill_grace", f.killGrace, &s.KillGrace}, {"cpu-time", "cpu_time", f.cpuTime, &s.CPUTime}} {
+		if !changed(d.flag) {
+			continue
 		}
-		s.Timeout = jail.Duration(f.timeout)
-	}
-	if changed("kill-grace") {
-		if f.killGrace < 0 {
-			return s, usageError("--kill-grace %s: must not be negative", f.killGrace)
+		if d.val < 0 {
+			return s, nil, usageError("--%s %s: must not be negative", d.flag, d.val)
 		}
-		s.KillGrace = jail.Duration(f.killGrace)
+		*d.dst = jail.Duration(d.val)
+		set = append(set, d.key)
 	}
 	for _, sz := range []struct {
-		flag, val string
-		dst       *int64
-	}{{"output-limit", f.outputLimit, &s.OutputLimitBytes}, {"tmp-size", f.tmpSize, &s.TmpSizeBytes}, {"shm-size", f.shmSize, &s.ShmSizeBytes},
-		{"memory", f.memory, &s.MemoryMaxBytes}, {"swap", f.swap, &s.SwapMaxBytes}} {
+		flag, key, val string
+		dst            *int64
+	}{{"output-limit", "output_limit_bytes", f.outputLimit, &s.OutputLimitBytes}, {"tmp-size", "tmp_size_bytes", f.tmpSize, &s.TmpSizeBytes},
+		{"shm-size", "shm_size_bytes", f.shmSize, &s.ShmSizeBytes}, {"memory", "memory_max_bytes", f.memory, &s.MemoryMaxBytes},
+		{"swap", "swap_max_bytes", f.swap, &s.SwapMaxBytes}} {
 		if sz.val == "" {
 			continue
 		}
 		n, err := mounts.ParseSize(sz.val)
 		if err != nil {
-			return s, usageError("--%s %q: %v", sz.flag, sz.val, err)
+			return s, nil, usageError("--%s %q: %v", sz.flag, sz.val, err)
 		}
 		*sz.dst = n
+		set = append(set, sz.key)
 	}
-	if changed("pty-max") {
+	if field("pty-max", "pty_max") {
 		s.PtyMax = f.ptyMax
 	}
-	if changed("pids") {
+	if field("pids", "pids_max") {
 		s.PidsMax = f.pids
 	}
-	if changed("cpus") {
+	if field("cpus", "cpus") {
 		s.CPUs = f.cpus
 	}
-	if changed("cpu-weight") {
+	if field("cpu-weight", "cpu_weight") {
 		s.CPUWeight = f.cpuWeight
 	}
-	if changed("io-weight") {
+	if field("io-weight", "io_weight") {
 		s.IOWeight = f.ioWeight
 	}
-	if changed("cpu-time") {
-		if f.cpuTime < 0 {
-			return s, usageError("--cpu-time %s: must not be negative", f.cpuTime)
-		}
-		s.CPUTime = jail.Duration(f.cpuTime)
-	}
-	if changed("cgroup-parent") {
+	if field("cgroup-parent", "cgroup_parent") {
 		s.CgroupParent = f.cgroupParent
 	}
 	for _, r := range f.rlimits {
 		rl, err := parseRlimit(r)
 		if err != nil {
-			return s, usageError("--rlimit %q: %v", r, err)
+			return s, nil, usageError("--rlimit %q: %v", r, err)
 		}
-		s.Rlimits = setRlimit(s.Rlimits, rl)
+		s.Rlimits = append(s.Rlimits, rl)
 	}
-	if changed("allow-unenforced") {
+	if len(s.Rlimits) > 0 {
+		set = append(set, "rlimits")
+	}
+	if field("allow-unenforced", "allow_unenforced") {
 		s.AllowUnenforced = f.allowUnenforced
 	}
-	if changed("allow-sensitive-sources") {
+	if field("allow-sensitive-sources", "allow_sensitive_sources") {
 		s.AllowSensitiveSources = jail.SensitiveSources{All: f.allowSensitive}
 	}
 	for _, ns := range jail.Namespaces {
@@ -326,22 +356,50 @@ func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
 			s.DisableNamespaces = append(s.DisableNamespaces, ns)
 		}
 	}
+	if len(s.DisableNamespaces) > 0 {
+		set = append(set, "disable_namespaces")
+	}
 	switch {
 	case changed("net"):
 		s.Network.Mode = f.net // with --no-netns, validation refuses a mode other than host
+		set = append(set, "network.mode")
 	case *f.noNS["net"]:
 		s.Network.Mode = jail.NetworkHost
+		set = append(set, "network.mode")
 	}
-	if changed("allow") {
+	if field("allow", "network.allow") {
 		s.Network.Allow = f.allow
 	}
-	if changed("net-pool") {
+	if field("net-pool", "network.pool") {
 		s.Network.Pool = f.netPool
 	}
-	if changed("net-log") {
+	if field("net-log", "network.log_denied") {
 		s.Network.LogDenied = f.netLog
 	}
-	return s, nil
+	return s, set, nil
+}
+
+// printRunSpec prints the Spec a run would get, then validates it.
+func printRunSpec(cmd *cobra.Command, f *runFlags, stdout, stderr io.Writer) error {
+	spec, err := buildSpec(cmd, f)
+	if err != nil {
+		return err
+	}
+	if err := printJSON(stdout, spec); err != nil {
+		return err
+	}
+	warn(stderr, spec)
+	if err := spec.Validate(); err != nil {
+		return usageError("%v", err)
+	}
+	return nil
+}
+
+// warn prints spec's warnings (jail.Spec.Warnings), a line each.
+func warn(stderr io.Writer, spec jail.Spec) {
+	for _, w := range spec.Warnings() {
+		fmt.Fprintln(stderr, marker(), "warning:", w)
+	}
 }
 
 func parseRlimit(s string) (jail.Rlimit, error) {
@@ -361,35 +419,6 @@ func parseRlimit(s string) (jail.Rlimit, error) {
 		}
 	}
 	return jail.Rlimit{Name: name, Soft: soft, Hard: hard}, nil
-}
-
-func setRlimit(list []jail.Rlimit, r jail.Rlimit) []jail.Rlimit {
-	out := append([]jail.Rlimit{}, list...)
-	for i := range out {
-		if out[i].Name == r.Name {
-			out[i] = r
-			return out
-		}
-	}
-	return append(out, r)
-}
-
-// setEnv sets each KEY=VALUE in env, replacing an earlier value of KEY.
-func setEnv(env []string, kvs ...string) []string {
-	out := append([]string{}, env...)
-	for _, kv := range kvs {
-		k, _, _ := strings.Cut(kv, "=")
-		replaced := false
-		for i, e := range out {
-			if strings.HasPrefix(e, k+"=") {
-				out[i], replaced = kv, true
-			}
-		}
-		if !replaced {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // maxEnvFileBytes bounds an --env-file.
@@ -438,6 +467,7 @@ func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.W
 		return runK8s(cmd, f, spec, args, reason, stdout, stderr)
 	}
 	f.backendReason = reason
+	warn(stderr, spec)
 	return runCmd(cmd, f, jail.Command(ctx, spec, args[0], args[1:]...), stdout, stderr)
 }
 

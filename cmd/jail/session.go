@@ -16,6 +16,7 @@ import (
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/mounts"
+	"github.com/jailrt/jail/profiles"
 )
 
 // newSessionCommand is `jail session`: jails that stay up, and commands
@@ -172,11 +173,7 @@ everything it started ends with it; the session goes on. Output, input and exit 
 			c := s.Command(ctx, args[1], args[2:]...)
 			fl := cmd.Flags()
 			if len(f.env) > 0 {
-				base := c.Spec.Env
-				if base == nil {
-					base = jail.DefaultEnv
-				}
-				c.Spec.Env = setEnv(append([]string{}, base...), f.env...)
+				c.Spec = profiles.Apply(c.Spec, jail.Spec{Env: f.env}, []string{"env"})
 			}
 			if fl.Changed("cwd") {
 				c.Spec.Cwd = f.cwd

@@ -319,8 +319,10 @@ func mountAPIFeature(err error) Feature {
 // overflowUID is the host uid jail maps in-jail ids to when run as root.
 const overflowUID = 65534
 
-// callerFeature describes who is calling.
-func callerFeature(uid, euid int) Feature {
+// callerFeature describes who is calling. For root, cwdUnreachable says
+// why the jail's host uid cannot reach the working directory cwd ("" when
+// it can): a bind source there would be refused at setup.
+func callerFeature(uid, euid int, cwd, cwdUnreachable string) Feature {
 	f := Feature{Name: nameCaller, Verdict: OK}
 	switch {
 	case uid == 0 && euid == 0:
@@ -331,6 +333,11 @@ func callerFeature(uid, euid int) Feature {
 		f.Detail = fmt.Sprintf("uid %d, euid %d (unprivileged: jail maps your uid into the jail)", uid, euid)
 	default:
 		f.Detail = fmt.Sprintf("uid %d (unprivileged: jail maps your uid into the jail)", uid)
+	}
+	if euid == 0 && cwdUnreachable != "" {
+		f.Verdict = Warn
+		f.Detail += fmt.Sprintf("; host uid %d cannot reach the working directory %s: %s", overflowUID, cwd, cwdUnreachable)
+		f.Fix = fmt.Sprintf("bind sources must be reachable by host uid %d: keep them out of 0700 directories (mktemp -d, a home directory), chmod o+rx the directories above them, or give --host-uid the id of their owner (never 0 for code you do not trust)", overflowUID)
 	}
 	return f
 }

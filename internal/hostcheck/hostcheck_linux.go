@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jailrt/jail/cgroup"
+	"github.com/jailrt/jail/internal/hostfs"
 	"github.com/jailrt/jail/landlock"
 	"github.com/jailrt/jail/rootfs"
 	"github.com/jailrt/jail/seccomp"
@@ -39,6 +40,7 @@ var probeBinaries = []string{"/bin/true", "/usr/bin/true"}
 // /bin/true in a new user and mount namespace.
 func Run() []Feature {
 	support := cgroup.Probe()
+	cwd, _ := os.Getwd()
 	return []Feature{
 		checkKernel(),
 		usernsFeature(probeUserNS()),
@@ -52,8 +54,17 @@ func Run() []Feature {
 		checkNftables(),
 		checkMountAPI(),
 		rootFSFeature(rootfs.RootIsInitramfs()),
-		callerFeature(unix.Getuid(), unix.Geteuid()),
+		callerFeature(unix.Getuid(), unix.Geteuid(), cwd, cwdUnreachable(cwd)),
 	}
+}
+
+// cwdUnreachable says why a root caller's jail (host uid 65534) cannot
+// reach cwd; "" when it can, or for another caller.
+func cwdUnreachable(cwd string) string {
+	if unix.Geteuid() != 0 || cwd == "" {
+		return ""
+	}
+	return hostfs.Unreachable(cwd, overflowUID, overflowUID, false)
 }
 
 // checkKernel judges the running kernel's release. Equivalent to `uname -r`.

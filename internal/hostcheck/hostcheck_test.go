@@ -277,7 +277,7 @@ func TestCallerFeature(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, Feature{Name: nameCaller, Verdict: OK, Detail: tt.want}, callerFeature(tt.uid, tt.euid))
+			assert.Equal(t, Feature{Name: nameCaller, Verdict: OK, Detail: tt.want}, callerFeature(tt.uid, tt.euid, "/w", ""))
 		})
 	}
 }
@@ -396,4 +396,14 @@ func TestSnapshotFeature(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCallerUnreachableCwd: a root caller in a directory its jails cannot
+// reach is warned, with the fix.
+func TestCallerUnreachableCwd(t *testing.T) {
+	f := callerFeature(0, 0, "/root/w", "/root is mode 0700, owned by 0:0 (needs x)")
+	assert.Equal(t, Warn, f.Verdict)
+	assert.Contains(t, f.Detail, "host uid 65534 cannot reach the working directory /root/w: /root is mode 0700")
+	assert.Contains(t, f.Fix, "--host-uid")
+	assert.Equal(t, OK, callerFeature(1000, 1000, "/home/a", "").Verdict)
 }
