@@ -32,6 +32,10 @@ const (
 	// StatusSetupError: the workload never ran: jail could not set up the
 	// jail, or could not execute the command; Error says where.
 	StatusSetupError Status = "setup_error"
+	// StatusCompileError: a language runner's compile failed (package
+	// runner); ExitCode is 1 and Compile holds the compile's own Result,
+	// the compiler's output kept. The code never ran.
+	StatusCompileError Status = "compile_error"
 )
 
 // Exit codes of `jail run` besides the workload's own.
@@ -126,6 +130,13 @@ type Result struct {
 	// command run in a session ([Session.Command]); absent otherwise.
 	SessionID string `json:"session_id,omitempty"`
 	ExecID    string `json:"exec_id,omitempty"`
+	// Language, for a run of a language runner (package runner), is its
+	// language; absent otherwise.
+	Language string `json:"language,omitempty"`
+	// Compile, for a runner that compiles, is the compile's own Result
+	// (its jail, limits, status and the compiler's output); absent
+	// otherwise.
+	Compile *Result `json:"compile,omitempty"`
 	// Pool says, for a run of jail serve that named a warm pool, whether
 	// it had a member of it (PoolHit) or was a cold start (PoolMiss);
 	// absent otherwise.

@@ -551,3 +551,62 @@ func TestServeLoad(t *testing.T) {
 	// The suite's host check (TestMain) then finds no process, mount or
 	// cgroup of theirs left.
 }
+
+// TestServeLanguageRuns: POST /v1/run with a language and code, as an
+// agent framework sends a snippet: run (compiled first for C), a compile
+// error as a result, bad requests naming their field.
+func TestServeLanguageRuns(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+
+	code, b := s.do(t, "GET", "/v1/info", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	var info server.Info
+	require.NoError(t, json.Unmarshal(b, &info))
+	assert.Contains(t, info.Languages, "python")
+	assert.Contains(t, info.Languages, "c")
+
+	code, b = s.do(t, "POST", "/v1/run", `{"language": "python", "code": "import sys\nprint('got', sys.stdin.read(), sys.argv[1:])", "stdin": "hi", "argv": ["a"]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	var res jail.Result
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, "got hi ['a']\n", res.Stdout)
+	assert.Equal(t, "python", res.Language)
+	assert.Equal(t, "strict", res.Isolation.Seccomp)
+
+	code, b = s.do(t, "POST", "/v1/run", `{"language": "c", "code": "#include <stdio.h>\nint main(void){ puts(\"c ok\"); return 4; }\n"}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	res = jail.Result{}
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, "c ok\n", res.Stdout)
+	assert.Equal(t, 4, res.ExitCode)
+	require.NotNil(t, res.Compile)
+	assert.Equal(t, 0, res.Compile.ExitCode)
+
+	code, b = s.do(t, "POST", "/v1/run", `{"language": "c", "code": "int main(void){ return nope; }"}`)
+	require.Equal(t, http.StatusOK, code, "a compile error is a result: %s", b)
+	res = jail.Result{}
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, jail.StatusCompileError, res.Status)
+	assert.Equal(t, 1, res.ExitCode)
+	require.NotNil(t, res.Compile)
+	assert.Contains(t, res.Compile.Stderr, "nope")
+
+	for _, tc := range []struct{ body, field string }{
+		{`{"language": "cobol", "code": "x"}`, "language"},
+		{`{"language": "python"}`, "code"},
+		{`{"code": "print(1)"}`, "language"},
+		{`{"language": "python", "code": "print(1)", "shell": "true"}`, "shell"},
+		{`{"language": "python", "code": "print(1)", "spec": {}}`, "language"},
+		{`{"runs": [{"language": "python", "code": "print(1)"}]}`, ""},
+	} {
+		path := "/v1/run"
+		if strings.Contains(tc.body, `"runs"`) {
+			path, tc.field = "/v1/runs:batch", "runs[0].language"
+		}
+		code, b := s.do(t, "POST", path, tc.body)
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", tc.body, b)
+		assert.Equal(t, tc.field, apiError(t, b).Field, tc.body)
+	}
+	assert.Empty(t, codeDirs(t))
+}

@@ -35,6 +35,8 @@ type file struct {
 	// Extends names the profile this one starts from: a built-in name, or
 	// a file (relative to this file's directory).
 	Extends string `json:"extends,omitempty"`
+	// Runner makes the profile a language runner (see [Runner]).
+	Runner *Runner `json:"runner,omitempty"`
 	jail.Spec
 }
 
@@ -125,6 +127,7 @@ func resolveLayer(l *layer, seen []string) (*Profile, []*layer, error) {
 			return nil, nil, err
 		}
 		p.Spec = base.Spec
+		p.Runner = base.Runner
 		p.Extends = append([]string{base.Name}, base.Extends...)
 		if l.f.Description == "" {
 			p.Description = base.Description
@@ -132,6 +135,9 @@ func resolveLayer(l *layer, seen []string) (*Profile, []*layer, error) {
 		chain = append(chain, below...)
 	}
 	p.Spec = Apply(p.Spec, l.f.Spec, l.set)
+	if l.f.Runner != nil { // a runner is replaced as a whole
+		p.Runner = l.f.Runner
+	}
 	p.Name = l.name
 	return p, chain, nil
 }
@@ -280,7 +286,7 @@ func (w walker) walk(n *yaml.Node, t reflect.Type, path string) error {
 				return w.fail(k, p, "%s", msg)
 			}
 			w.l.lines[p] = k.Line
-			if path == "" && k.Value != "description" && k.Value != "extends" {
+			if path == "" && k.Value != "description" && k.Value != "extends" && k.Value != "runner" {
 				if k.Value == "network" && v.Kind == yaml.MappingNode {
 					for j := 0; j+1 < len(v.Content); j += 2 {
 						w.l.set = append(w.l.set, "network."+v.Content[j].Value)

@@ -22,6 +22,8 @@ type Profile struct {
 	// Extends is the chain of profiles this one was merged over, nearest
 	// first; empty for a profile that extends none.
 	Extends []string `json:"-"`
+	// Runner, for a language runner's profile, is how it runs code.
+	Runner *Runner `json:"runner,omitempty"`
 	jail.Spec
 }
 
@@ -103,6 +105,13 @@ func finish(p *Profile, chain []*layer) (*Profile, error) {
 				return nil, err
 			}
 			p.Mounts[i].Source = abs
+		}
+	}
+	if p.Runner != nil {
+		if err := p.Runner.Validate(); err != nil {
+			se := err.(*jail.SpecError)
+			file, line := lineOf(chain, se.Field)
+			return nil, &LoadError{File: file, Line: line, Field: se.Field, Err: se.Err}
 		}
 	}
 	if err := p.Spec.Validate(); err != nil {

@@ -20,7 +20,7 @@ import (
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/*.golden.json")
 
 func TestBuiltins(t *testing.T) {
-	assert.Equal(t, []string{"default", "dev", "net-egress", "strict"}, Names())
+	assert.Equal(t, []string{"default", "dev", "lang-bash", "lang-c", "lang-cpp", "lang-go", "lang-node", "lang-python", "lang-rust", "lang-sh", "lang-typescript", "net-egress", "strict"}, Names())
 	strict, err := Load("strict")
 	require.NoError(t, err)
 	assert.Equal(t, jail.Duration(10*time.Second), strict.Timeout)
@@ -56,7 +56,8 @@ func TestBuiltins(t *testing.T) {
 	assert.Equal(t, "strict", egress.Seccomp)
 }
 
-// TestGolden keeps every built-in profile's merged Spec in
+// TestGolden keeps every built-in profile, merged (its description,
+// runner and Spec), in
 // testdata/NAME.golden.json, so that a change to a profile, or to the
 // merge rules, shows in review as a change of what runs.
 func TestGolden(t *testing.T) {
@@ -64,7 +65,7 @@ func TestGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, _, err := resolve(name, "", nil)
 			require.NoError(t, err)
-			got, err := json.MarshalIndent(p.Spec, "", "  ")
+			got, err := json.MarshalIndent(p, "", "  ")
 			require.NoError(t, err)
 			got = append(got, '\n')
 			file := filepath.Join("testdata", name+".golden.json")
@@ -104,8 +105,12 @@ func TestErrors(t *testing.T) {
 		{"not a mapping", "- a\n- b\n", "F:1: want a mapping of profile fields"},
 		{"not yaml", "timeout: [1\n", "F:1: did not find expected ',' or ']'"},
 		{"a duplicate field", "timeout: 1s\ntimeout: 2s\n", `F:2: mapping key "timeout" already defined at line 1`},
-		{"a missing base", "extends: nope\n", `unknown profile "nope" (built in: default, dev, net-egress, strict; or give a file path)`},
+		{"a missing base", "extends: nope\n", `unknown profile "nope" (built in: default, dev, lang-bash, lang-c, lang-cpp, lang-go, lang-node, lang-python, lang-rust, lang-sh, lang-typescript, net-egress, strict; or give a file path)`},
 		{"a sensitive path not clean", "allow_sensitive_sources: [/run/]\n", `F:1: allow_sensitive_sources[0]: "/run/": must be clean (/run)`},
+		{"a runner without run", "runner: {language: x, source: main.x, version: [x]}\n", "F:1: runner.run: want a command"},
+		{"a compiled runner without artifact", "runner:\n  language: x\n  source: main.x\n  compile: [xc, main.x]\n  run: [./main]\n  version: [xc]\n", "F:1: runner.artifact: a compiled runner needs the absolute path of what it makes, named apart from source"},
+		{"a runner source with a slash", "runner:\n  language: x\n  source: a/main.x\n  run: [x]\n  version: [x]\n", "F:3: runner.source: want a file name, e.g. main.py"},
+		{"an unknown runner field", "runner:\n  language: x\n  compiler: [x]\n", "F:3: runner.compiler: unknown field (did you mean compile?)"},
 		{"sensitive sources as a string", "allow_sensitive_sources: yes\n", `F:1: allow_sensitive_sources: yes: want true, false or a list of host paths`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/schematest"
 	"github.com/jailrt/jail/mounts"
 )
 
@@ -26,13 +27,7 @@ func loadProfileSchema(t *testing.T) (*jsonschema.Schema, map[string]any) {
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(raw, &doc))
-	doc2, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
-	require.NoError(t, err)
-	c := jsonschema.NewCompiler()
-	require.NoError(t, c.AddResource("profile.schema.json", doc2))
-	s, err := c.Compile("profile.schema.json")
-	require.NoError(t, err)
-	return s, doc
+	return schematest.Compile(t, "../schema", "profile"), doc
 }
 
 // TestSchemaMatchesSpec ties schema/profile.schema.json to the Go types a
@@ -49,6 +44,8 @@ func TestSchemaMatchesSpec(t *testing.T) {
 		{"mount", defs["mount"].(map[string]any), reflect.TypeFor[mounts.Mount]()},
 		{"rlimit", defs["rlimit"].(map[string]any), reflect.TypeFor[jail.Rlimit]()},
 		{"network", defs["network"].(map[string]any), reflect.TypeFor[jail.Network]()},
+		{"runner", defs["runner"].(map[string]any), reflect.TypeFor[Runner]()},
+		{"compile_limits", defs["compile_limits"].(map[string]any), reflect.TypeFor[CompileLimits]()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, false, tc.obj["additionalProperties"], "a closed object")

@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,7 @@ import (
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/profiles"
+	"github.com/jailrt/jail/runner"
 )
 
 // Defaults of Config.
@@ -350,11 +352,21 @@ type Info struct {
 	Version  string   `json:"version"`
 	Tenant   Tenant   `json:"tenant"`
 	Profiles []string `json:"profiles"`
-	Host     any      `json:"host"`
+	// Languages are the language runners a run's language may name (the
+	// lang-* profiles); `jail languages` says which this host's
+	// toolchains serve.
+	Languages []string `json:"languages"`
+	Host      any      `json:"host"`
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
-	writeJSON(w, http.StatusOK, Info{Version: s.cfg.Version, Tenant: t, Profiles: profiles.Names(), Host: s.cfg.Host})
+	langs := []string{}
+	for _, name := range profiles.Names() {
+		if l, ok := strings.CutPrefix(name, "lang-"); ok {
+			langs = append(langs, l)
+		}
+	}
+	writeJSON(w, http.StatusOK, Info{Version: s.cfg.Version, Tenant: t, Profiles: profiles.Names(), Languages: langs, Host: s.cfg.Host})
 	return nil
 }
 
@@ -501,6 +513,12 @@ type RunRequest struct {
 	// Limits replace the spec's: a run in a warm pool keeps its member
 	// when the member's cgroup serves them (they are written into it).
 	Limits *RunLimits `json:"limits,omitempty"`
+	// Language and Code run a piece of code by a language runner (the
+	// profile lang-LANGUAGE, package runner): compiled first in a jail of
+	// its own when the language is compiled; argv, when given, are the
+	// program's arguments.
+	Language string  `json:"language,omitempty"`
+	Code     *string `json:"code,omitempty"`
 }
 
 // RunLimits are a run's own limits, the Spec's fields of these names; one
@@ -638,6 +656,14 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 		writeJSON(w, http.StatusOK, res)
 		return nil
 	}
+	if req.Language != "" || req.Code != nil {
+		res, e := s.runCode(r.Context(), t, &req)
+		if e != nil {
+			return e
+		}
+		writeJSON(w, http.StatusOK, res)
+		return nil
+	}
 	c, e := s.prepareRun(r.Context(), t, &req, "")
 	if e != nil {
 		return e
@@ -667,6 +693,9 @@ func (s *Server) prepareRun(ctx context.Context, t Tenant, req *RunRequest, at s
 	if req.Pool != "" && at != "" {
 		return nil, prefix(apiErr(CodeBadRequest, "pool", "a batch's runs are cold starts: no pool"))
 	}
+	if req.Language != "" || req.Code != nil {
+		return nil, prefix(apiErr(CodeBadRequest, "language", "a language run is POST /v1/run's, not a batch's"))
+	}
 	spec, e := specOf(t, req.Profile, req.Spec)
 	if e != nil {
 		return nil, prefix(e)
@@ -695,6 +724,76 @@ func (s *Server) prepareRun(ctx context.Context, t Tenant, req *RunRequest, at s
 	c := jail.Command(ctx, spec, argv[0], argv[1:]...)
 	c.Stdin, c.Capture, c.HelperPath, c.Logger, c.NetnsPool = stdin, true, s.cfg.HelperPath, s.cfg.Logger, s.netns
 	return c, nil
+}
+
+// runCode runs a request's code by its language's runner: the profile
+// lang-LANGUAGE with the request's overrides, checked as any run's spec;
+// a compile that fails is a result (compile_error), not an error.
+func (s *Server) runCode(ctx context.Context, t Tenant, req *RunRequest) (*jail.Result, *Error) {
+	switch {
+	case req.Language == "":
+		return nil, apiErr(CodeBadRequest, "language", "code needs a language (GET /v1/info lists them)")
+	case req.Code == nil:
+		return nil, apiErr(CodeBadRequest, "code", "missing: the code to run, as text")
+	case len(*req.Code) > runner.MaxCodeBytes:
+		return nil, apiErr(CodeBadRequest, "code", "%d bytes: at most %d", len(*req.Code), runner.MaxCodeBytes)
+	case req.Spec != nil || req.Pool != "":
+		return nil, apiErr(CodeBadRequest, "language", "a language run has its runner's profile: give no spec or pool")
+	case req.Shell != "":
+		return nil, apiErr(CodeBadRequest, "shell", "a language run takes argv (the program's arguments), not shell")
+	}
+	name := "lang-" + req.Language
+	if !slices.Contains(profiles.Names(), name) {
+		return nil, apiErr(CodeBadRequest, "language", "no runner %q (GET /v1/info lists them)", req.Language)
+	}
+	if req.Profile != "" && req.Profile != name {
+		return nil, apiErr(CodeBadRequest, "profile", "a language run's profile is %s", name)
+	}
+	if e := checkProfile(t, name, "language"); e != nil {
+		return nil, e
+	}
+	p, err := profiles.Load(name)
+	if err != nil {
+		return nil, apiErr(CodeInternal, "", "%v", err)
+	}
+	spec := p.Spec
+	if e := req.checkLimits(t, spec); e != nil {
+		return nil, e
+	}
+	req.override(&spec)
+	if e := checkSpec(t, &spec, "spec"); e != nil {
+		return nil, e
+	}
+	if e := s.checkReach(&spec, "spec"); e != nil {
+		return nil, e
+	}
+	stdin, e := req.stdin()
+	if e != nil {
+		return nil, e
+	}
+	if req.Timeout != 0 {
+		spec.Timeout = req.Timeout
+	}
+	release, e := s.acquire(t)
+	if e != nil {
+		return nil, e
+	}
+	defer release()
+	job, err := runner.Prepare(ctx, p, spec, []byte(*req.Code))
+	if err != nil {
+		return nil, asAPIError(err, "spec")
+	}
+	defer job.Close()
+	if job.Failed() {
+		res := job.FailedResult()
+		s.m.results.inc("run", string(res.Status))
+		return res, nil
+	}
+	c := job.Command(ctx, req.Argv...)
+	c.Stdin, c.Capture, c.HelperPath, c.Logger, c.NetnsPool = stdin, true, s.cfg.HelperPath, s.cfg.Logger, s.netns
+	res, e := s.runCmd("run", c)
+	job.Annotate(res)
+	return res, e
 }
 
 // BatchRequest is the body of POST /v1/runs:batch.

@@ -53,7 +53,7 @@ func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
 		root.AddCommand(newRunCommand(stdout, stderr))
 		return root
 	}
-	root.AddCommand(newRunCommand(stdout, stderr), newCheckCommand(stdout), newVersionCommand(stdout), newSeccompCommand(stdout, stderr), newSelftestCommand(stdout, stderr), newSelftestProbeCommand(stdout), newSessionCommand(stdout, stderr), newSnapshotCommand(stdout), newServeCommand(stdout, stderr), newExportCommand(stdout, stderr), newProfileCommand(stdout, stderr))
+	root.AddCommand(newRunCommand(stdout, stderr), newCheckCommand(stdout), newVersionCommand(stdout), newSeccompCommand(stdout, stderr), newSelftestCommand(stdout, stderr), newSelftestProbeCommand(stdout), newSessionCommand(stdout, stderr), newSnapshotCommand(stdout), newServeCommand(stdout, stderr), newExportCommand(stdout, stderr), newProfileCommand(stdout, stderr), newLanguagesCommand(stdout))
 	return root
 }
 

@@ -60,6 +60,8 @@ type runFlags struct {
 	backend, image                  string
 	backendReason                   string // set by runJail for --backend auto
 	kube                            kubeFlags
+	language, code, tests, compare  string
+	annotate                        func(*jail.Result) // a runner's: its language and compile, on the run's result
 }
 
 // kubeFlags are the k8s backend's settings: where a Pod runs, not what it
@@ -102,7 +104,7 @@ or was not found.`,
   jail run --json --timeout 2s --ro-bind ./solution:/work -- python3 /work/main.py
   jail run --rootfs /srv/debian --tmpfs /scratch:size=16M -- /bin/bash`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 && !printSpec {
+			if len(args) == 0 && !printSpec && f.language == "" && f.code == "" {
 				return usageError("command: missing (give it after --)")
 			}
 			return nil
@@ -116,6 +118,10 @@ or was not found.`,
 	}
 	fl := cmd.Flags()
 	f.register(fl)
+	fl.StringVar(&f.language, "language", "", "run the code of --code in `LANGUAGE` by its runner, the built-in profile lang-LANGUAGE (see jail languages): python, node, typescript, sh, bash, c, cpp, go, rust; compiled languages are compiled in a jail of their own first; the args after -- go to the program")
+	fl.StringVar(&f.code, "code", "", "with --language (or a runner's --profile), the code: a `FILE`, or - to read it from stdin (the program's stdin is then none unless --stdin names one)")
+	fl.StringVar(&f.tests, "tests", "", "judge mode, with --code: compile once, run each test of `FILE|DIR` (a YAML or JSON list of {name, stdin, expected_stdout}, or a directory of N.in and N.out files) in a fresh jail with the run's limits, and report a verdict per test (accepted, wrong_answer, time_limit, memory_limit, runtime_error, compile_error); exit 0 when every test is accepted, 1 otherwise")
+	fl.StringVar(&f.compare, "compare", "exact", "with --tests, how outputs are compared: exact (the same bytes) or whitespace (the same words)")
 	fl.BoolVar(&printSpec, "print-spec", false, "print the Spec the profile and the flags make, as JSON, check it on this host and exit: nothing runs (exit 125 if it is not valid)")
 	fl.StringVar(&f.stdin, "stdin", "-", "the command's stdin: - (jail's own; with --json the default is none), none (/dev/null), or a FILE (a regular file, fed through a pipe; a pipe, handed over as it is; /dev/fd/N for <(cmd))")
 	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
@@ -194,15 +200,32 @@ func parseID(flag, s string) (*uint32, error) {
 // mounts by key, --allow added to the profile's list, the rest replacing
 // the profile's field.
 func buildSpec(cmd *cobra.Command, f *runFlags) (jail.Spec, error) {
-	p, err := profiles.Load(f.profile)
+	_, s, err := buildProfile(cmd, f)
+	return s, err
+}
+
+// buildProfile is buildSpec, with the profile it loaded: --language L
+// names the profile lang-L.
+func buildProfile(cmd *cobra.Command, f *runFlags) (*profiles.Profile, jail.Spec, error) {
+	name := f.profile
+	if f.language != "" {
+		if cmd.Flags().Changed("profile") {
+			return nil, jail.Spec{}, usageError("--language: not with --profile (a profile file that extends lang-%s runs its code with --code alone)", f.language)
+		}
+		name = "lang-" + f.language
+		if _, ok := profiles.Source(name); !ok || strings.ContainsRune(f.language, '/') {
+			return nil, jail.Spec{}, usageError("--language %q: no such runner (see jail languages)", f.language)
+		}
+	}
+	p, err := profiles.Load(name)
 	if err != nil {
-		return jail.Spec{}, usageError("--profile: %v", err)
+		return nil, jail.Spec{}, usageError("--profile: %v", err)
 	}
 	over, set, err := flagLayer(cmd, f)
 	if err != nil {
-		return jail.Spec{}, err
+		return nil, jail.Spec{}, err
 	}
-	return profiles.Apply(p.Spec, over, set), nil
+	return p, profiles.Apply(p.Spec, over, set), nil
 }
 
 // flagLayer is the partial Spec the flags that were given say, and the
@@ -448,9 +471,12 @@ func readEnvFile(path string) ([]string, error) {
 }
 
 func runJail(cmd *cobra.Command, f *runFlags, args []string, stdout, stderr io.Writer) error {
-	spec, err := buildSpec(cmd, f)
+	p, spec, err := buildProfile(cmd, f)
 	if err != nil {
 		return err
+	}
+	if f.language != "" || f.code != "" {
+		return runCode(cmd, f, p, spec, args, stdout, stderr)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -540,6 +566,9 @@ func runCmd(cmd *cobra.Command, f *runFlags, c *jail.Cmd, stdout, stderr io.Writ
 	}
 	if c.Result != nil && f.backendReason != "" {
 		c.Result.Isolation.BackendReason = f.backendReason
+	}
+	if f.annotate != nil {
+		f.annotate(c.Result)
 	}
 	return finishRun(f, c.Result, runErr, report, stdout, stderr)
 }

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/hostfs"
+	"github.com/jailrt/jail/profiles"
+	"github.com/jailrt/jail/runner"
+)
+
+// runCode runs --code by the profile's runner: compiled first, in a jail
+// of its own, when the language is compiled; args go to the program.
+func runCode(cmd *cobra.Command, f *runFlags, p *profiles.Profile, spec jail.Spec, args []string, stdout, stderr io.Writer) error {
+	if p.Runner == nil {
+		return usageError("--code: profile %s has no runner (give --language, or a profile with runner:)", p.Name)
+	}
+	if f.code == "" {
+		return usageError("--code: missing: the code's FILE, or - for stdin")
+	}
+	if spec.Backend != "" && spec.Backend != jail.BackendNative {
+		return usageError("--language: runs on the native backend only")
+	}
+	var code []byte
+	var err error
+	if f.code == "-" {
+		if cmd.Flags().Changed("stdin") && f.stdin == "-" {
+			return usageError("--stdin -: the code is read from stdin (--code -): give the program's input as a FILE")
+		}
+		if !cmd.Flags().Changed("stdin") {
+			f.stdin = "none"
+		}
+		code, err = io.ReadAll(io.LimitReader(os.Stdin, runner.MaxCodeBytes+1))
+	} else {
+		code, err = hostfs.ReadFile(f.code, runner.MaxCodeBytes+1)
+	}
+	if err != nil {
+		return usageError("--code %q: %v", f.code, err)
+	}
+	if len(code) > runner.MaxCodeBytes {
+		return usageError("--code %q: more than %d bytes", f.code, runner.MaxCodeBytes)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	warn(stderr, spec)
+	if f.tests != "" {
+		return judge(ctx, cmd, f, p, spec, code, args, stdout, stderr)
+	}
+	job, err := runner.Prepare(ctx, p, spec, code)
+	if err != nil {
+		return &exitError{code: jail.ExitSetupError, msg: err.Error()}
+	}
+	defer job.Close()
+	if job.Failed() {
+		res := job.FailedResult()
+		if !f.asJSON { // the compiler's own words, as a compiler on a terminal would print them
+			io.WriteString(stderr, job.Compile.Stdout)
+			io.WriteString(stderr, job.Compile.Stderr)
+		}
+		var report *hostfs.Output
+		if f.report != "" {
+			if report, err = hostfs.CreateOutput(f.report); err != nil {
+				return usageError("--report %q: %v", f.report, err)
+			}
+			defer report.Close()
+		}
+		return finishRun(f, res, nil, report, stdout, stderr)
+	}
+	f.annotate = job.Annotate
+	return runCmd(cmd, f, job.Command(ctx, args...), stdout, stderr)
+}
+
+// judge runs --code against --tests and prints the judge report: a table,
+// or with --json the jail.judge/v1 document; --report writes the
+// document. Exit 0 when every test is accepted, 1 otherwise.
+func judge(ctx context.Context, cmd *cobra.Command, f *runFlags, p *profiles.Profile, spec jail.Spec, code []byte, args []string, stdout, stderr io.Writer) error {
+	if cmd.Flags().Changed("stdin") {
+		return usageError("--stdin: not with --tests (each test is the program's input)")
+	}
+	if f.tty {
+		return usageError("--tty: not with --tests")
+	}
+	tests, err := runner.LoadTests(f.tests)
+	if err != nil {
+		return usageError("--tests %q: %v", f.tests, err)
+	}
+	var report *hostfs.Output
+	if f.report != "" {
+		if report, err = hostfs.CreateOutput(f.report); err != nil {
+			return usageError("--report %q: %v", f.report, err)
+		}
+		defer report.Close()
+	}
+	rep, err := runner.Judge(ctx, p, spec, code, tests, runner.JudgeOptions{Compare: f.compare, Args: args})
+	if err != nil {
+		return &exitError{code: jail.ExitSetupError, msg: err.Error()}
+	}
+	if report != nil {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err == nil {
+			err = report.Write(append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%s --report %q: %v\n", marker(), f.report, err)
+		}
+	}
+	if f.asJSON {
+		if err := printJSON(stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		if rep.Verdict == runner.CompileError {
+			io.WriteString(stderr, rep.Compile.Stdout)
+			io.WriteString(stderr, rep.Compile.Stderr)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		if len(rep.Tests) > 0 {
+			fmt.Fprintln(tw, "TEST\tVERDICT\tWALL MS\tCPU MS\tWHY")
+		}
+		for _, t := range rep.Tests {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t.Name, t.Verdict, t.Result.WallTimeMS, t.Result.CPUUserMS+t.Result.CPUSystemMS, t.Why)
+		}
+		tw.Flush()
+		fmt.Fprintf(stdout, "%s: %d of %d tests passed\n", rep.Verdict, rep.Passed, rep.Total)
+	}
+	if rep.Verdict != runner.Accepted {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// language is one runner, as `jail languages` reports it.
+type language struct {
+	Language    string `json:"language"`
+	Profile     string `json:"profile"`
+	Compiled    bool   `json:"compiled"`
+	Available   bool   `json:"available"`
+	Version     string `json:"version,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Description string `json:"description"`
+}
+
+func newLanguagesCommand(stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "languages",
+		Short: "List the language runners and whether this host can serve them",
+		Long: `languages lists the built-in language runners (the lang-* profiles) and, for each, whether it runs
+here: its version command is run in a jail of its profile, so the answer is what a jail sees
+(the toolchain on the default root's /usr, /bin, /lib...), not what the caller's PATH has.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var list []language
+			for _, name := range profiles.Names() {
+				if !strings.HasPrefix(name, "lang-") {
+					continue
+				}
+				p, err := profiles.Load(name)
+				if err != nil {
+					return &exitError{code: jail.ExitSetupError, msg: err.Error()}
+				}
+				list = append(list, probeLanguage(p))
+			}
+			if asJSON {
+				return printJSON(stdout, list)
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "LANGUAGE\tAVAILABLE\tVERSION")
+			for _, l := range list {
+				avail, v := "yes", l.Version
+				if !l.Available {
+					avail, v = "no", l.Reason
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", l.Language, avail, v)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	return cmd
+}
+
+// probeLanguage runs p's runner's version command in a jail of p.
+func probeLanguage(p *profiles.Profile) language {
+	r := p.Runner
+	l := language{Language: r.Language, Profile: p.Name, Compiled: len(r.Compile) > 0, Description: p.Description}
+	c := jail.Command(context.Background(), p.Spec, r.Version[0], r.Version[1:]...)
+	c.Capture = true
+	err := c.Run()
+	res := c.Result
+	first := func(s string) string {
+		for _, line := range strings.Split(s, "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				return line
+			}
+		}
+		return ""
+	}
+	switch {
+	case err != nil && (res == nil || res.Error == nil):
+		l.Reason = err.Error()
+	case res.Status == jail.StatusSetupError:
+		l.Reason = res.Error.Message
+	case res.ExitCode != 0:
+		l.Reason = first(res.Stderr + "\n" + res.Stdout)
+		if l.Reason == "" {
+			l.Reason = fmt.Sprintf("%s exited %d", r.Version[0], res.ExitCode)
+		}
+	default:
+		l.Available, l.Version = true, first(res.Stdout+"\n"+res.Stderr)
+	}
+	return l
+}

@@ -1,0 +1,262 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/schematest"
+)
+
+// program is one language's test code: hello world reading stdin, a
+// compile error (compiled languages), a runtime error, a loop for the
+// timeout and an allocation for the OOM.
+type program struct {
+	hello, compileError, runtimeError, loop, alloc string
+}
+
+var programs = map[string]program{
+	"python": {
+		hello:        "import sys\nprint('hello', sys.stdin.read().strip())\n",
+		runtimeError: "raise SystemExit(3)\n",
+		loop:         "while True: pass\n",
+		alloc:        "a = bytearray(512 << 20)\nprint(len(a))\n",
+	},
+	"node": {
+		hello:        "let s = require('fs').readFileSync(0, 'utf8').trim(); console.log('hello', s)\n",
+		runtimeError: "process.exit(3)\n",
+		loop:         "for (;;) {}\n",
+		alloc:        "const a = Buffer.alloc(512 << 20, 1); console.log(a.length)\n",
+	},
+	"typescript": {
+		hello:        "const s: string = require('fs').readFileSync(0, 'utf8').trim(); console.log('hello', s)\n",
+		runtimeError: "process.exit(3 as number)\n",
+		loop:         "for (;;) {}\n",
+		alloc:        "const a: Buffer = Buffer.alloc(512 << 20, 1); console.log(a.length)\n",
+	},
+	"sh": {
+		hello:        "read x; echo hello $x\n",
+		runtimeError: "exit 3\n",
+		loop:         "while :; do :; done\n",
+		alloc:        "x=$(head -c 600000000 /dev/zero | tr '\\0' a); echo ${#x}\n",
+	},
+	"bash": {
+		hello:        "read -r x; echo hello $x\n",
+		runtimeError: "exit 3\n",
+		loop:         "while :; do :; done\n",
+		alloc:        "x=$(head -c 600000000 /dev/zero | tr '\\0' a); echo ${#x}\n",
+	},
+	"c": {
+		hello:        "#include <stdio.h>\nint main(void){char b[64]; if(!fgets(b,sizeof b,stdin)) return 9; printf(\"hello %s\", b); return 0;}\n",
+		compileError: "int main(void){ return undeclared; }\n",
+		runtimeError: "#include <stdlib.h>\nint main(void){ exit(3); }\n",
+		loop:         "int main(void){ for(;;); }\n",
+		alloc:        "#include <stdlib.h>\n#include <stdio.h>\nint main(void){ size_t n = 512u<<20; volatile char *p = malloc(n); long s = 0; for (size_t i = 0; i < n; i += 4096) p[i] = (char)i; for (size_t i = 0; i < n; i += 4096) s += p[i]; printf(\"%ld\\n\", s); }\n",
+	},
+	"cpp": {
+		hello:        "#include <iostream>\n#include <string>\nint main(){ std::string s; std::getline(std::cin, s); std::cout << \"hello \" << s << \"\\n\"; }\n",
+		compileError: "int main(){ return undeclared; }\n",
+		runtimeError: "#include <cstdlib>\nint main(){ std::exit(3); }\n",
+		loop:         "int main(){ for(;;); }\n",
+		alloc:        "#include <vector>\n#include <iostream>\nint main(){ std::vector<char> v(512<<20, 1); std::cout << v.size() << \"\\n\"; }\n",
+	},
+	"go": {
+		hello:        "package main\nimport (\"bufio\";\"fmt\";\"os\")\nfunc main(){ s, _ := bufio.NewReader(os.Stdin).ReadString('\\n'); fmt.Print(\"hello \", s) }\n",
+		compileError: "package main\nfunc main(){ undeclared() }\n",
+		runtimeError: "package main\nimport \"os\"\nfunc main(){ os.Exit(3) }\n",
+		loop:         "package main\nfunc main(){ for {} }\n",
+		alloc:        "package main\nimport \"fmt\"\nfunc main(){ b := make([]byte, 512<<20); for i := range b { b[i] = 1 }; fmt.Println(len(b)) }\n",
+	},
+	"rust": {
+		hello:        "use std::io::Read;\nfn main(){ let mut s = String::new(); std::io::stdin().read_to_string(&mut s).unwrap(); println!(\"hello {}\", s.trim()); }\n",
+		compileError: "fn main(){ undeclared(); }\n",
+		runtimeError: "fn main(){ std::process::exit(3); }\n",
+		loop:         "fn main(){ loop {} }\n",
+		alloc:        "fn main(){ let v = vec![1u8; 512 << 20]; println!(\"{}\", v.len()); }\n",
+	},
+}
+
+// languages is what `jail languages --json` says of this host.
+func languages(t *testing.T) map[string]bool {
+	t.Helper()
+	r := runJail(t, "languages", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list []struct {
+		Language  string
+		Available bool
+		Reason    string
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
+	out := map[string]bool{}
+	for _, l := range list {
+		out[l.Language] = l.Available
+		if !l.Available {
+			t.Logf("%s: not on this host: %s", l.Language, l.Reason)
+		}
+	}
+	return out
+}
+
+// TestLanguageRunners runs every runner whose toolchain this host has:
+// hello world reading stdin, a compile error, a runtime error, a timeout
+// and an OOM, all under the strict seccomp policy.
+func TestLanguageRunners(t *testing.T) {
+	avail := languages(t)
+	require.Len(t, avail, len(programs), "a test program for every runner")
+	for _, lang := range []string{"python", "node", "sh", "bash", "c", "cpp", "go", "rust"} { // .ci/run installs them
+		if os.Getenv("CI") != "" {
+			require.True(t, avail[lang], "CI has the %s toolchain", lang)
+		}
+	}
+	for lang, prog := range programs {
+		t.Run(lang, func(t *testing.T) {
+			dir := hostDir(t)
+			if !avail[lang] && lang == "typescript" {
+				// Refused, never run as JavaScript.
+				f := filepath.Join(dir, "main.ts")
+				require.NoError(t, os.WriteFile(f, []byte(prog.hello), 0o644))
+				r := runJail(t, "run", "--language", lang, "--code", f)
+				assert.Equal(t, jail.ExitSetupError, r.code)
+				assert.Empty(t, r.stdout)
+				assert.Contains(t, r.stderr, "fails the runner's check")
+				return
+			}
+			if !avail[lang] {
+				t.Skipf("no %s toolchain here (jail languages)", lang)
+			}
+			src := func(name, code string) string {
+				f := filepath.Join(dir, name)
+				require.NoError(t, os.WriteFile(f, []byte(code), 0o644))
+				return f
+			}
+			in := src("in.txt", "world\n")
+			compiled := prog.compileError != ""
+			var extra []string
+			if compiled && unprivileged {
+				// No cgroup for the compile's memory and pids limits:
+				// refused, unless the caller says to go without.
+				r := runJail(t, "run", "--language", lang, "--code", src("hello", prog.hello))
+				assert.Equal(t, jail.ExitSetupError, r.code)
+				assert.Contains(t, r.stderr, "compile_limits")
+				extra = []string{"--allow-unenforced"}
+			}
+			run := func(args ...string) (jail.Result, result) {
+				return runJSON(t, append(append([]string{"--language", lang}, extra...), args...)...)
+			}
+			res, r := run("--code", src("hello", prog.hello), "--stdin", in)
+			require.Equal(t, 0, r.code, "stderr: %s; result: %+v", r.stderr, res)
+			assert.Equal(t, "hello world\n", res.Stdout)
+			assert.Equal(t, lang, res.Language)
+			assert.Equal(t, "strict", res.Isolation.Seccomp)
+			if compiled {
+				require.NotNil(t, res.Compile, "a compiled language's result holds its compile's")
+				assert.Equal(t, jail.StatusExited, res.Compile.Status)
+				assert.Equal(t, "strict", res.Compile.Isolation.Seccomp, "the compile is jailed too")
+			} else {
+				assert.Nil(t, res.Compile)
+			}
+
+			res, _ = run("--code", src("rt", prog.runtimeError))
+			assert.Equal(t, jail.StatusExited, res.Status)
+			assert.Equal(t, 3, res.ExitCode)
+
+			if compiled {
+				res, r = run("--code", src("ce", prog.compileError))
+				assert.Equal(t, jail.StatusCompileError, res.Status)
+				assert.Equal(t, 1, r.code)
+				require.NotNil(t, res.Compile)
+				assert.Contains(t, res.Compile.Stderr+res.Compile.Stdout, "undeclared", "the compiler's output is kept")
+				var raw any
+				require.NoError(t, json.Unmarshal([]byte(r.stdout), &raw))
+				assert.NoError(t, schematest.Validate(schematest.Compile(t, "../schema", "result"), raw), "a compile_error result, with its compile's nested, is as schema/result.schema.json says")
+				assert.Empty(t, res.Stdout)
+			}
+
+			res, r = run("--code", src("loop", prog.loop), "--timeout", "1s")
+			assert.Equal(t, jail.StatusTimedOut, res.Status, "%+v", res)
+			assert.Equal(t, 124, r.code)
+
+			if !unprivileged { // a cgroup: root's
+				res, _ = runJSON(t, "--language", lang, "--code", src("alloc", prog.alloc), "--memory", "128M", "--timeout", "30s")
+				assert.Equal(t, jail.StatusOOMKilled, res.Status, "stdout %q stderr %q", res.Stdout, res.Stderr)
+			}
+		})
+	}
+	assert.Empty(t, codeDirs(t), "every job's code directory is removed")
+}
+
+// codeDirs lists the runners' code directories left in the temp dir.
+func codeDirs(t *testing.T) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(os.TempDir(), "jail-code-*"))
+	require.NoError(t, err)
+	return m
+}
+
+// TestRunnerCompileAttack: a hostile toolchain (here the code itself is
+// the compile) can neither change the code nor add files to the
+// directory the jails share, and its artifact cannot outgrow its bound:
+// the host's disk is not its to fill.
+func TestRunnerCompileAttack(t *testing.T) {
+	dir := hostDir(t)
+	profile := filepath.Join(dir, "evil.yaml")
+	require.NoError(t, os.WriteFile(profile, []byte(`extends: strict
+runner:
+  language: evil
+  source: main.sh
+  compile: [sh, /code/main.sh]
+  artifact: /tmp/out
+  compile_limits: {artifact_max_bytes: 1Mi, timeout: 20s}
+  run: [sh, -c, "wc -c < /code/out; ls /code"]
+  version: ["true"]
+`), 0o644))
+	code := filepath.Join(dir, "main.sh")
+	write := func(script string) { require.NoError(t, os.WriteFile(code, []byte(script), 0o644)) }
+
+	write(`echo pwned > /code/main.sh && echo rewrote the code
+touch /code/extra && echo added a file
+head -c 4096 /dev/zero > /tmp/out
+`)
+	res, r := runJSON(t, "--profile", profile, "--code", code)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotNil(t, res.Compile)
+	assert.NotContains(t, res.Compile.Stdout, "rewrote the code")
+	assert.NotContains(t, res.Compile.Stdout, "added a file")
+	assert.Equal(t, "4096\nmain.sh\nout\n", res.Stdout, "the run sees the code and the artifact, nothing else")
+
+	write("head -c 3000000 /dev/zero > /tmp/out\n") // 3 MB artifact, bound 1 MiB
+	res, r = runJSON(t, "--profile", profile, "--code", code)
+	assert.Equal(t, jail.StatusCompileError, res.Status)
+	assert.Equal(t, 1, r.code)
+	require.NotNil(t, res.Compile)
+	assert.NotEqual(t, 0, res.Compile.ExitCode, "the copy past RLIMIT_FSIZE failed: %+v", res.Compile)
+	assert.Empty(t, codeDirs(t))
+}
+
+// TestRunnerErrors: bad input is one line and exit 125.
+func TestRunnerErrors(t *testing.T) {
+	dir := hostDir(t)
+	code := filepath.Join(dir, "m.py")
+	require.NoError(t, os.WriteFile(code, []byte("print(1)\n"), 0o644))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--language", "cobol", "--code", code}, `--language "cobol": no such runner`},
+		{[]string{"--language", "python"}, "--code: missing"},
+		{[]string{"--language", "python", "--code", filepath.Join(dir, "nope.py")}, `--code "` + filepath.Join(dir, "nope.py") + `"`},
+		{[]string{"--profile", "strict", "--code", code}, "profile strict has no runner"},
+		{[]string{"--language", "python", "--profile", "strict", "--code", code}, "--language: not with --profile"},
+	} {
+		r := runJail(t, append([]string{"run"}, tc.args...)...)
+		assert.Equal(t, jail.ExitSetupError, r.code, "%v", tc.args)
+		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+		assert.Contains(t, r.stderr, tc.want)
+	}
+}

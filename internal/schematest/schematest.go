@@ -1,0 +1,49 @@
+// Package schematest compiles jail's JSON Schemas (schema/*.schema.json)
+// for tests that validate documents against them.
+package schematest
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/require"
+)
+
+// base is the $id prefix of every schema of schema/.
+const base = "https://github.com/jailrt/jail/schema/"
+
+// Compile compiles dir/name.schema.json, with every other schema of dir
+// it may refer to.
+func Compile(t *testing.T, dir, name string) *jsonschema.Schema {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	files, err := filepath.Glob(filepath.Join(dir, "*.schema.json"))
+	require.NoError(t, err)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+		require.NoError(t, err, f)
+		require.NoError(t, c.AddResource(base+filepath.Base(f), doc))
+	}
+	s, err := c.Compile(base + name + ".schema.json")
+	require.NoError(t, err)
+	return s
+}
+
+// Validate checks v (anything encoding/json writes) against s.
+func Validate(s *jsonschema.Schema, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+	if err != nil {
+		return err
+	}
+	return s.Validate(doc)
+}
