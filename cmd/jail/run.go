@@ -97,12 +97,20 @@ stdout and stderr are captured (head and tail up to --output-limit each) and jai
 JSON document (schema jail.result/v1) on its stdout. --report FILE writes that document to FILE in
 either mode.
 
+Code: --language L --code FILE runs a piece of code by the runner lang-L (compiled first, in a jail
+of its own, for c, cpp, go, rust); the args after -- go to the program. --tests FILE|DIR judges it:
+one fresh jail per test, a verdict per test. --print-spec prints the Spec the profile and flags make,
+and runs nothing.
+
 Exit status: the command's own; 128+N when it was killed by signal N; 124 when --timeout passed;
 125 when jail itself failed or the input was bad; 126 or 127 when the command could not be executed
-or was not found.`,
+or was not found; 1 for a compile error, and in judge mode when a test was not accepted.`,
 		Example: `  jail run --profile strict -- sh -c 'id; echo hi'
   jail run --json --timeout 2s --ro-bind ./solution:/work -- python3 /work/main.py
-  jail run --rootfs /srv/debian --tmpfs /scratch:size=16M -- /bin/bash`,
+  jail run --rootfs /srv/debian --tmpfs /scratch:size=16M -- /bin/bash
+  jail run --language python --code main.py --stdin input.txt
+  jail run --language cpp --code sol.cpp --tests tests/ --timeout 1s --memory 256M
+  jail run --print-spec --profile judge.yaml --memory 512M`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && !printSpec && f.language == "" && f.code == "" {
 				return usageError("command: missing (give it after --)")
