@@ -95,7 +95,7 @@ func TestJudge(t *testing.T) {
 	assert.Equal(t, runner.WrongAnswer, rep.Verdict, "the first test's verdict that is not accepted")
 	var raw any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &raw))
-	assert.NoError(t, schematest.Validate(schematest.Compile(t, "../schema", "judge"), raw), "the report is as schema/judge.schema.json says")
+	assert.NoError(t, schematest.Validate(schematest.Compile(t, schemaDir(), "judge"), raw), "the report is as schema/judge.schema.json says")
 	assert.Equal(t, 2, rep.Passed)
 	assert.Equal(t, len(want), rep.Total)
 

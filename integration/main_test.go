@@ -86,6 +86,12 @@ func testMain(m *testing.M) int {
 		fmt.Printf("building probe (needs gcc and the static libc, apt-get install build-essential): %v\n%s", err, out)
 		return 1
 	}
+	// The JSON Schemas, where the unprivileged re-run (which runs in a
+	// directory of its own) can read them too.
+	if err := os.CopyFS(filepath.Join(binDir, "schema"), os.DirFS("../schema")); err != nil {
+		fmt.Println(err)
+		return 1
+	}
 	tmpBefore := tempEntries()
 	code := runChecked(m)
 	for e := range tempEntries() {
@@ -95,6 +101,20 @@ func testMain(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// schemaDir is where the tests find schema/*.schema.json: the copy in
+// binDir, which every run of the suite can read, or the source tree's.
+func schemaDir() string {
+	if d := filepath.Join(binDir, "schema"); dirExists(d) {
+		return d
+	}
+	return "../schema"
+}
+
+func dirExists(d string) bool {
+	st, err := os.Stat(d)
+	return err == nil && st.IsDir()
 }
 
 // runChecked runs the tests and fails them if the host changed meanwhile.

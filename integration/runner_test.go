@@ -174,7 +174,7 @@ func TestLanguageRunners(t *testing.T) {
 				assert.Contains(t, res.Compile.Stderr+res.Compile.Stdout, "undeclared", "the compiler's output is kept")
 				var raw any
 				require.NoError(t, json.Unmarshal([]byte(r.stdout), &raw))
-				assert.NoError(t, schematest.Validate(schematest.Compile(t, "../schema", "result"), raw), "a compile_error result, with its compile's nested, is as schema/result.schema.json says")
+				assert.NoError(t, schematest.Validate(schematest.Compile(t, schemaDir(), "result"), raw), "a compile_error result, with its compile's nested, is as schema/result.schema.json says")
 				assert.Empty(t, res.Stdout)
 			}
 

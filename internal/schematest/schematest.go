@@ -23,6 +23,7 @@ func Compile(t *testing.T, dir, name string) *jsonschema.Schema {
 	c := jsonschema.NewCompiler()
 	files, err := filepath.Glob(filepath.Join(dir, "*.schema.json"))
 	require.NoError(t, err)
+	require.NotEmpty(t, files, "no schemas in %s", dir)
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
