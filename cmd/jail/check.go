@@ -38,7 +38,9 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 			"pid FIFOs of an unprivileged caller's pasta (in $TMPDIR, jail-pasta-PID-*), and the containers\n" +
 			"of --backend docker runs (labelled org.jailrt.jail) on the engine at $DOCKER_HOST, and the\n" +
 			"Pods and NetworkPolicies of --backend k8s runs of this machine (with a kubeconfig);\n" +
-			"it prints each one.",
+			"it prints each one.\n" +
+			"The last lines say whether the container backends answer (--backend docker: the engine at\n" +
+			"$DOCKER_HOST; --backend k8s: the API server of --kubeconfig): they are never missing.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if clean {
@@ -84,7 +86,7 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 				}
 				return errors.Join(err, nerr)
 			}
-			features := hostcheck.Run()
+			features := append(hostcheck.Run(), backendFeatures(kubeconfig)...)
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
@@ -111,7 +113,7 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdicts as a JSON array")
 	cmd.Flags().BoolVar(&clean, "clean", false, "remove the cgroups and egress networks that killed jail runs left behind, instead of checking")
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "with --clean: also delete the Pods and NetworkPolicies of killed --backend k8s runs of this machine in the cluster of `FILE` (default: $KUBECONFIG or ~/.kube/config, when it exists)")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the kubeconfig whose API server the k8s backend line asks; with --clean: also delete the Pods and NetworkPolicies of killed --backend k8s runs of this machine in the cluster of `FILE` (default: $KUBECONFIG or ~/.kube/config, when it exists)")
 	cmd.Flags().StringVar(&namespace, "namespace", "", "with --clean: the `NAMESPACE` to look in (default: the kubeconfig context's, else default)")
 	cmd.Flags().StringVar(&cgroupParent, "cgroup-parent", "", "with --clean: look under `CGROUP` (as jail run --cgroup-parent) instead of jail's own cgroup")
 	return cmd
@@ -141,4 +143,32 @@ func pruneKube(kubeconfig, namespace string) ([]string, error) {
 		err = nil // a default kubeconfig's cluster that does not answer is not the host's to clean
 	}
 	return removed, err
+}
+
+// backendFeatures say whether the container backends answer here: an
+// engine at $DOCKER_HOST, an API server of the kubeconfig. Neither is
+// needed by native runs, so neither is ever missing.
+func backendFeatures(kubeconfig string) []hostcheck.Feature {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	d := hostcheck.Feature{Name: "backend docker", Verdict: hostcheck.OK}
+	host := docker.Host()
+	if e, err := docker.Connect(ctx, host); err != nil {
+		d.Verdict, d.Detail = hostcheck.Warn, fmt.Sprintf("no engine at %s: %v", host, err)
+		d.Fix = "for --backend docker only: start dockerd, or set DOCKER_HOST=unix:///path/to/docker.sock"
+	} else {
+		d.Detail = fmt.Sprintf("an engine answers at %s (API %s)", host, e.Version())
+	}
+	k := hostcheck.Feature{Name: "backend k8s", Verdict: hostcheck.OK}
+	c, err := k8s.NewClient(kubeconfig)
+	if err == nil {
+		err = c.Ping(ctx)
+	}
+	if err != nil {
+		k.Verdict, k.Detail = hostcheck.Warn, fmt.Sprintf("no API server: %v", err)
+		k.Fix = "for --backend k8s only: give --kubeconfig FILE, or set KUBECONFIG"
+	} else {
+		k.Detail = "the API server at " + c.Server + " answers"
+	}
+	return []hostcheck.Feature{d, k}
 }

@@ -41,9 +41,13 @@ var probeBinaries = []string{"/bin/true", "/usr/bin/true"}
 func Run() []Feature {
 	support := cgroup.Probe()
 	cwd, _ := os.Getwd()
+	userns := usernsFeature(probeUserNS())
+	env := probeEnvironment()
+	spawn := probeSpawn()
+	pasta, pastaErr := exec.LookPath("pasta")
 	return []Feature{
 		checkKernel(),
-		usernsFeature(probeUserNS()),
+		userns,
 		namespacesFeature(nsPresent),
 		timeNSFeature(nsPresent("time")),
 		cgroupFeature(support),
@@ -53,9 +57,42 @@ func Run() []Feature {
 		checkLandlock(),
 		checkNftables(),
 		checkMountAPI(),
+		spawnFeature(spawn, env.Container),
+		intoCgroupFeature(support.Mode == cgroup.ModeUnified, spawn),
+		egressFeature(unix.Geteuid() == 0, pasta, pastaErr),
+		environmentFeature(env, userns.Verdict == OK),
 		rootFSFeature(rootfs.RootIsInitramfs()),
 		callerFeature(unix.Getuid(), unix.Geteuid(), cwd, cwdUnreachable(cwd)),
 	}
+}
+
+// probeSpawn calls clone3 with no arguments (EINVAL where it exists) and
+// pidfd_open on this process.
+func probeSpawn() spawnFacts {
+	var s spawnFacts
+	if _, _, e := unix.Syscall(unix.SYS_CLONE3, 0, 0, 0); e != unix.EINVAL {
+		s.Clone3 = os.NewSyscallError("clone3", e)
+	}
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		s.Pidfd = err
+	} else {
+		unix.Close(fd)
+	}
+	return s
+}
+
+// probeEnvironment looks for the marks container runtimes leave.
+func probeEnvironment() environmentFacts {
+	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
+	cg, _ := os.ReadFile("/proc/self/cgroup")
+	e := environmentFacts{
+		Container: containerFromMarks(exists("/.dockerenv"), exists("/run/.containerenv"), readSysctl("/run/systemd/container"), string(cg),
+			os.Getenv("KUBERNETES_SERVICE_HOST") != ""),
+	}
+	mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
+	e.Filtered = err == nil && mode == 2
+	return e
 }
 
 // cwdUnreachable says why a root caller's jail (host uid 65534) cannot

@@ -315,7 +315,7 @@ func TestRun(t *testing.T) {
 	}
 
 	wantNames := []string{nameKernel, nameUserNS, nameNamespaces, nameTimeNS, nameCgroups, nameSnapshots, nameOverlay,
-		nameSeccomp, nameLandlock, nameNftables, nameMountAPI, nameRootFS, nameCaller}
+		nameSeccomp, nameLandlock, nameNftables, nameMountAPI, nameSpawn, nameIntoCgroup, nameEgress, nameEnvironment, nameRootFS, nameCaller}
 	require.Len(t, features, len(wantNames))
 	byName := map[string]Feature{}
 	for i, f := range features {

@@ -27,10 +27,11 @@ const (
 	// fixAppArmor is the fix on Ubuntu 23.10 and later. The profile marks the
 	// jail binary unconfined but allowed to create user namespaces with
 	// capabilities, as Ubuntu ships for other sandboxes (bwrap-userns-restrict).
-	fixAppArmor = "install an AppArmor profile that grants `userns,` to the jail binary: write " +
+	fixAppArmor = "install an AppArmor profile that grants `userns,` to the jail binary: contrib/apparmor/jail of jail's source " +
+		"(`install -m 644 contrib/apparmor/jail /etc/apparmor.d/jail`), or write " +
 		"`abi <abi/4.0>, include <tunables/global> profile jail /usr/local/bin/jail flags=(unconfined) { userns, }` " +
-		"to /etc/apparmor.d/jail, then run `apparmor_parser -r /etc/apparmor.d/jail`; " +
-		"or run `sysctl kernel.apparmor_restrict_unprivileged_userns=0`"
+		"to /etc/apparmor.d/jail (either with your jail's path), then run `apparmor_parser -r /etc/apparmor.d/jail`; " +
+		"or run `sysctl kernel.apparmor_restrict_unprivileged_userns=0` (for every program)"
 	fixMaxUserNamespaces = "run `sysctl -w user.max_user_namespaces=15000` (persist it in /etc/sysctl.d/)"
 	fixUnprivilegedClone = "run `sysctl -w kernel.unprivileged_userns_clone=1` (persist it in /etc/sysctl.d/)"
 	fixNoUserNS          = "use a kernel built with CONFIG_USER_NS=y"

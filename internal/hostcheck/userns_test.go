@@ -3,10 +3,12 @@ package hostcheck
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestUsernsFeature(t *testing.T) {
@@ -140,4 +142,15 @@ func TestUsernsDetail(t *testing.T) {
 			assert.Equal(t, tt.want, usernsFeature(tt.facts).Detail)
 		})
 	}
+}
+
+// TestAppArmorProfileShipped: contrib/apparmor/jail is the profile the fix
+// writes inline.
+func TestAppArmorProfileShipped(t *testing.T) {
+	b, err := os.ReadFile("../../contrib/apparmor/jail")
+	require.NoError(t, err)
+	for _, want := range []string{"abi <abi/4.0>,", "include <tunables/global>", "profile jail /usr/local/bin/jail flags=(unconfined) {", "  userns,"} {
+		assert.Contains(t, string(b), want)
+	}
+	assert.Contains(t, fixAppArmor, "contrib/apparmor/jail")
 }
