@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/server"
 )
 
@@ -280,4 +281,66 @@ func TestServeSessionPatch(t *testing.T) {
 		code, b := s.do(t, "GET", "/v1/sessions/p3", "")
 		return code == http.StatusNotFound || strings.Contains(string(b), `"state": "exited"`)
 	}, 5*time.Second, 50*time.Millisecond, "the shorter idle timeout ends it")
+}
+
+// TestServeSessionLanguageExec: a language exec in a session: the code
+// beside the session's files, compiled by a command of the session, run
+// as the exec (waited for, streamed, in the background), and removed; a
+// compile error is an exec that ended with compile_error.
+func TestServeSessionLanguageExec(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	code, b := s.do(t, "POST", "/v1/sessions", `{"id": "code"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	code, b = s.do(t, "PUT", "/v1/sessions/code/files/workspace/data.txt", "from a file of the session\n")
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+
+	// Waited for: the program reads the session's file, beside its code.
+	code, b = s.do(t, "POST", "/v1/sessions/code/exec", `{"language": "python", "code": "import sys, os\nprint(open('data.txt').read().strip(), sys.argv[1:], os.getcwd())", "argv": ["x"]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	var res jail.Result
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, "from a file of the session ['x'] /workspace\n", res.Stdout)
+	assert.Equal(t, "python", res.Language)
+	assert.Equal(t, "code", res.SessionID)
+
+	// Compiled in the session, streamed.
+	evs := s.stream(t, "/v1/sessions/code/exec", `{"language": "c", "code": "#include <stdio.h>\nint main(void){ puts(\"compiled in a session\"); return 5; }\n"}`, nil)
+	require.NotEmpty(t, evs)
+	last := evs[len(evs)-1]
+	require.Equal(t, "exit", last["event"], "%v", evs)
+	r := last["result"].(map[string]any)
+	assert.Equal(t, "compiled in a session\n", r["stdout"])
+	assert.Equal(t, float64(5), r["exit_code"])
+	assert.Equal(t, "c", r["language"])
+	assert.Equal(t, float64(0), r["compile"].(map[string]any)["exit_code"])
+
+	// A compile error, in the background: an exec that ended.
+	x := s.background(t, "code", `{"language": "c", "code": "int main(void){ return nope; }", "background": true}`)
+	in := s.execInfo(t, "code", x.ID)
+	assert.Equal(t, server.ExecExited, in.State)
+	require.NotNil(t, in.Result)
+	assert.Equal(t, jail.StatusCompileError, in.Result.Status)
+	require.NotNil(t, in.Result.Compile)
+	assert.Contains(t, in.Result.Compile.Stderr, "nope")
+
+	// Nothing of the code is left in the session.
+	require.Eventually(t, func() bool {
+		code, b := s.do(t, "GET", "/v1/sessions/code/files/workspace?list", "")
+		return code == http.StatusOK && !strings.Contains(string(b), ".jail-code/") && strings.Contains(string(b), "data.txt")
+	}, 10*time.Second, 50*time.Millisecond)
+	code, b = s.do(t, "GET", "/v1/sessions/code/files/workspace/.jail-code?list", "")
+	if code == http.StatusOK {
+		assert.NotContains(t, string(b), `"type":"file"`, "no code left: %s", b)
+	}
+
+	for _, tc := range []struct{ body, field string }{
+		{`{"language": "cobol", "code": "x"}`, "language"},
+		{`{"language": "python"}`, "code"},
+		{`{"language": "python", "code": "print(1)", "shell": "true"}`, "shell"},
+	} {
+		code, b := s.do(t, "POST", "/v1/sessions/code/exec", tc.body)
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", tc.body, b)
+		assert.Equal(t, tc.field, apiError(t, b).Field, tc.body)
+	}
 }

@@ -489,3 +489,36 @@ func TestSessionCreateKilledEndsItsPID1(t *testing.T) {
 		assert.NotContains(t, d, id, "its cgroup is gone")
 	}
 }
+
+// TestSessionLanguageExec: `jail session exec --language L --code F ID`:
+// the code runs beside the session's files, compiled by a command of the
+// session first for C, and is gone after.
+func TestSessionLanguageExec(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--profile", "strict"))
+	defer sess(t, dir, "rm", id)
+	sessOK(t, dir, "exec", id, "--", "sh", "-c", "echo 21 > n.txt")
+	src := hostDir(t)
+	py := filepath.Join(src, "main.py")
+	require.NoError(t, os.WriteFile(py, []byte("import sys\nprint(int(open('n.txt').read()) * 2, sys.argv[1:])\n"), 0o644))
+	assert.Equal(t, "42 ['a', 'b']\n", sessOK(t, dir, "exec", "--language", "python", "--code", py, id, "--", "a", "b"))
+
+	c := filepath.Join(src, "main.c")
+	require.NoError(t, os.WriteFile(c, []byte("#include <stdio.h>\nint main(void){ FILE *f = fopen(\"n.txt\", \"r\"); int n; fscanf(f, \"%d\", &n); printf(\"%d\\n\", n + 1); return 0; }\n"), 0o644))
+	r := sess(t, dir, "exec", "--json", "--language", "c", "--code", c, id) // the session's limits: nothing to refuse unprivileged
+	require.Equal(t, 0, r.code, r.stderr)
+	var res jail.Result
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.Equal(t, "22\n", res.Stdout)
+	assert.Equal(t, "c", res.Language)
+	require.NotNil(t, res.Compile)
+	assert.Equal(t, id, res.Compile.SessionID, "compiled by a command of the session")
+
+	bad := filepath.Join(src, "bad.c")
+	require.NoError(t, os.WriteFile(bad, []byte("int main(void){ return nope; }\n"), 0o644))
+	r = sess(t, dir, "exec", "--language", "c", "--code", bad, id)
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "nope", "the compiler's words")
+
+	assert.Equal(t, "n.txt\n", sessOK(t, dir, "exec", id, "--", "sh", "-c", "ls -A; ls -A .jail-code 2>/dev/null; ls /tmp"), "nothing of the code is left")
+}

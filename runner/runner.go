@@ -113,14 +113,35 @@ func Prepare(ctx context.Context, p *profiles.Profile, spec jail.Spec, code []by
 	}
 	// The compile's command, then a copy of its artifact into the one
 	// file of the host it may write: cat's writes end at RLIMIT_FSIZE.
-	c := jail.Command(ctx, j.compileSpec(art), "/bin/sh", append([]string{"-c", `a=$1 o=$2; shift 2; "$@" && cat -- "$a" > "$o"`,
-		"compile", r.Artifact, path.Join(CodeDir, path.Base(r.Artifact))}, r.Compile...)...)
+	argv := compileArgv(r, CodeDir)
+	c := jail.Command(ctx, j.compileSpec(art), argv[0], argv[1:]...)
 	c.Capture = true
 	if err := c.Run(); err != nil { // the jail or its /bin/sh did not start: not the code's doing
 		return nil, fmt.Errorf("compile (in a jail with the runner's compile_limits; --allow-unenforced runs it without what this host cannot enforce): %w", err)
 	}
 	j.Compile = c.Result
 	return j, nil
+}
+
+// compileArgv is the compile's command line: the runner's compile
+// command, with /code as codeDir, then a copy of the artifact into
+// codeDir (cat: in a one-shot jail, into the one host file it may write)
+// and the artifact's removal.
+func compileArgv(r *profiles.Runner, codeDir string) []string {
+	return append([]string{"/bin/sh", "-c", `a=$1 o=$2; shift 2; "$@" && cat -- "$a" > "$o"; s=$?; rm -f -- "$a"; exit $s`,
+		"compile", r.Artifact, path.Join(codeDir, path.Base(r.Artifact))}, inDir(r.Compile, codeDir)...)
+}
+
+// inDir is argv with /code (and what is below it) as dir.
+func inDir(argv []string, dir string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == CodeDir || strings.HasPrefix(a, CodeDir+"/") {
+			a = dir + a[len(CodeDir):]
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // compileSpec is the compile's Spec: the run's, with the compile limits in
@@ -163,22 +184,26 @@ func (j *Job) mounts(art string) []mounts.Mount {
 
 // Failed reports whether the compile failed; the job's Result is then
 // [Job.FailedResult].
-func (j *Job) Failed() bool {
-	return j.Compile != nil && (j.Compile.Status != jail.StatusExited || j.Compile.ExitCode != 0)
-}
+func (j *Job) Failed() bool { return failed(j.Compile) }
 
 // FailedResult is the Result of a job whose compile failed: status
 // compile_error, exit code 1, the compile's Result (the compiler's output
 // kept) nested, its isolation and times.
-func (j *Job) FailedResult() *jail.Result {
-	r := *j.Compile
-	r.Status, r.ExitCode, r.Signal = jail.StatusCompileError, 1, ""
-	r.Stdout, r.Stderr, r.StdoutBytes, r.StderrBytes = "", "", 0, 0
-	r.StdoutEncoding, r.StderrEncoding = "utf-8", "utf-8"
-	r.StdoutTruncated, r.StderrTruncated = false, false
-	r.Error = nil
-	r.Language, r.Compile = j.runner.Language, j.Compile
-	return &r
+func (j *Job) FailedResult() *jail.Result { return failedResult(j.runner, j.Compile) }
+
+func failed(compile *jail.Result) bool {
+	return compile != nil && (compile.Status != jail.StatusExited || compile.ExitCode != 0)
+}
+
+func failedResult(r *profiles.Runner, compile *jail.Result) *jail.Result {
+	res := *compile
+	res.Status, res.ExitCode, res.Signal = jail.StatusCompileError, 1, ""
+	res.Stdout, res.Stderr, res.StdoutBytes, res.StderrBytes = "", "", 0, 0
+	res.StdoutEncoding, res.StderrEncoding = "utf-8", "utf-8"
+	res.StdoutTruncated, res.StderrTruncated = false, false
+	res.Error = nil
+	res.Language, res.Compile = r.Language, compile
+	return &res
 }
 
 // Command is the run: the runner's run command and args, in the run's
@@ -246,14 +271,20 @@ func check(ctx context.Context, r *profiles.Runner, spec jail.Spec) error {
 	if err := c.Run(); err != nil {
 		return fmt.Errorf("the %s runner's check: %w", r.Language, err)
 	}
-	if res := c.Result; res.Status != jail.StatusExited || res.ExitCode != 0 {
-		why := strings.TrimSpace(res.Stderr + " " + res.Stdout)
-		if i := strings.IndexByte(why, '\n'); i >= 0 {
-			why = why[:i]
-		}
-		return &jail.FeatureError{Feature: "language " + r.Language, Reason: fmt.Sprintf("this host's toolchain fails the runner's check %q: %s", r.Check, why)}
+	return checkFailed(r, c.Result)
+}
+
+// checkFailed says why the check's result refuses the run; nil when it
+// passed.
+func checkFailed(r *profiles.Runner, res *jail.Result) error {
+	if res.Status == jail.StatusExited && res.ExitCode == 0 {
+		return nil
 	}
-	return nil
+	why := strings.TrimSpace(res.Stderr + " " + res.Stdout)
+	if i := strings.IndexByte(why, '\n'); i >= 0 {
+		why = why[:i]
+	}
+	return &jail.FeatureError{Feature: "language " + r.Language, Reason: fmt.Sprintf("this host's toolchain fails the runner's check %q: %s", r.Check, why)}
 }
 
 func disabled(s jail.Spec, ns string) bool {

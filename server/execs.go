@@ -21,6 +21,7 @@ import (
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/profiles"
+	"github.com/jailrt/jail/runner"
 )
 
 // A session's command (an exec) is the server's, not its request's: it
@@ -112,6 +113,9 @@ type execEntry struct {
 	stdin     *os.File // its stdin's write end while open, under stdinMu
 	stdinMu   sync.Mutex
 	stdinOpen atomic.Bool // stdin is not nil (without waiting for a write under way)
+	// onEnd, when set, sees the Result (nil after an error) before the
+	// exec's end is published: a language exec's annotation and cleanup.
+	onEnd func(*jail.Result)
 }
 
 // notifyLocked wakes whoever waits for a change. x.mu is held.
@@ -470,6 +474,14 @@ type ExecRequest struct {
 	// StdinOpen keeps the exec's stdin open after Stdin (if any) for
 	// POST .../exec/{eid}/stdin, until one with ?eof=1.
 	StdinOpen bool `json:"stdin_open,omitempty"`
+	// Language and Code run a piece of code by a language runner in the
+	// session (package runner's PrepareIn): written to its workspace,
+	// compiled there first when the language is compiled (the request
+	// answers once it is), then run as the exec with argv as the
+	// program's arguments. A compile that fails is an exec that ended
+	// with status compile_error.
+	Language string  `json:"language,omitempty"`
+	Code     *string `json:"code,omitempty"`
 }
 
 func newExecID() string {
@@ -482,7 +494,7 @@ func newExecID() string {
 // tenant's slot it takes is given back when the command ends. With
 // quiet, its output is not published as events (a waited-for exec: its
 // result carries it); with owned, the caller follows it as its owner.
-func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv []string, quiet, owned bool) (*execEntry, *Error) {
+func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv []string, quiet, owned bool, onEnd func(*jail.Result)) (*execEntry, *Error) {
 	stdin, e := req.stdin()
 	if e != nil {
 		return nil, e
@@ -497,6 +509,7 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 	if owned {
 		x.owners = 1
 	}
+	x.onEnd = onEnd
 	c := sess.Command(ctx, argv[0], argv[1:]...)
 	c.Capture, c.Logger = true, s.cfg.Logger
 	if len(req.Env) > 0 {
@@ -535,6 +548,9 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		s.m.results.inc("exec", "error")
 		return nil, asAPIError(err, "spec")
 	}
+	// start is the first event: published before the command starts,
+	// whose first output may come before this goroutine runs again.
+	x.publish(map[string]any{"event": "start", "exec": x.id}, true)
 	if err := c.Start(); err != nil {
 		return fail(err)
 	}
@@ -551,7 +567,6 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 			}()
 		}
 	}
-	x.publish(map[string]any{"event": "start", "exec": x.id}, true)
 	s.execs.add(x)
 	go func() {
 		defer release()
@@ -565,13 +580,82 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		}
 		if err != nil {
 			s.m.results.inc("exec", "error")
-			x.finish(nil, asAPIError(err, "spec"))
+			x.end(nil, asAPIError(err, "spec"))
 			return
 		}
 		s.m.results.inc("exec", string(c.Result.Status))
-		x.finish(c.Result, nil)
+		x.end(c.Result, nil)
 	}()
 	return x, nil
+}
+
+// end runs onEnd, then finishes x.
+func (x *execEntry) end(res *jail.Result, e *Error) {
+	if x.onEnd != nil {
+		x.onEnd(res)
+	}
+	x.finish(res, e)
+}
+
+// endedExec is an exec that ended before it began: a language exec
+// whose compile failed, res its compile_error. Kept and answered as any
+// other.
+func (s *Server) endedExec(t Tenant, sess *jail.Session, argv []string, res *jail.Result) *execEntry {
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &execEntry{id: newExecID(), session: sess.ID(), tenant: t.Name, argv: argv, started: time.Now(), ctx: ctx, cancel: cancel,
+		changed: make(chan struct{}), next: 1, ownerNext: 1, keepalive: s.cfg.Keepalive, writeTimeout: s.cfg.StreamWriteTimeout}
+	res.ExecID, res.SessionID = x.id, sess.ID()
+	x.publish(map[string]any{"event": "start", "exec": x.id}, true)
+	s.execs.add(x)
+	s.m.results.inc("exec", string(res.Status))
+	x.finish(res, nil)
+	cancel()
+	return x
+}
+
+// prepareCode compiles a language exec's code in sess (holding one of
+// the tenant's slots meanwhile). It returns the job, or the exec that
+// already ended when the compile failed.
+func (s *Server) prepareCode(r *http.Request, t Tenant, sess *jail.Session, req *ExecRequest) (*runner.SessionJob, *execEntry, *Error) {
+	name := "lang-" + req.Language
+	p, err := profiles.Load(name)
+	if err != nil {
+		return nil, nil, apiErr(CodeInternal, "", "%v", err)
+	}
+	release, e := s.acquire(t)
+	if e != nil {
+		return nil, nil, e
+	}
+	job, err := runner.PrepareIn(r.Context(), sess, p, []byte(*req.Code))
+	release()
+	if err != nil {
+		return nil, nil, asAPIError(err, "language")
+	}
+	if job.Failed() {
+		job.Close()
+		return nil, s.endedExec(t, sess, append([]string{"compile:"}, p.Runner.Compile...), job.FailedResult()), nil
+	}
+	return job, nil, nil
+}
+
+// checkCode checks a language exec's request: its language a runner the
+// tenant may use, its code there, no shell.
+func checkCode(t Tenant, req *ExecRequest) *Error {
+	switch {
+	case req.Language == "":
+		return apiErr(CodeBadRequest, "language", "code needs a language (GET /v1/info lists them)")
+	case req.Code == nil:
+		return apiErr(CodeBadRequest, "code", "missing: the code to run, as text")
+	case len(*req.Code) > runner.MaxCodeBytes:
+		return apiErr(CodeBadRequest, "code", "%d bytes: at most %d", len(*req.Code), runner.MaxCodeBytes)
+	case req.Shell != "":
+		return apiErr(CodeBadRequest, "shell", "a language exec takes argv (the program's arguments), not shell")
+	}
+	name := "lang-" + req.Language
+	if !slices.Contains(profiles.Names(), name) {
+		return apiErr(CodeBadRequest, "language", "no runner %q (GET /v1/info lists them)", req.Language)
+	}
+	return checkProfile(t, name, "language")
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
@@ -579,7 +663,14 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
 		return e
 	}
-	argv, e := req.args()
+	code := req.Language != "" || req.Code != nil
+	var argv []string
+	var e *Error
+	if code {
+		e = checkCode(t, &req)
+	} else {
+		argv, e = req.args()
+	}
 	if e != nil {
 		return e
 	}
@@ -599,8 +690,28 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 		return e
 	}
 	f := wantsStream(r)
-	x, e := s.startExec(t, sess, &req, argv, f == noStream && !req.Background, f != noStream && !req.Background)
-	if e != nil {
+	var x *execEntry
+	var onEnd func(*jail.Result)
+	if code {
+		job, ended, e := s.prepareCode(r, t, sess, &req)
+		if e != nil {
+			return e
+		}
+		if ended != nil {
+			x = ended
+		} else {
+			argv = job.Argv(req.Argv...)
+			req.Env = append(append([]string{}, job.Env()...), req.Env...)
+			onEnd = func(res *jail.Result) {
+				job.Annotate(res)
+				job.Close()
+			}
+			if x, e = s.startExec(t, sess, &req, argv, f == noStream && !req.Background, f != noStream && !req.Background, onEnd); e != nil {
+				job.Close()
+				return e
+			}
+		}
+	} else if x, e = s.startExec(t, sess, &req, argv, f == noStream && !req.Background, f != noStream && !req.Background, nil); e != nil {
 		return e
 	}
 	switch {

@@ -29,24 +29,9 @@ func runCode(cmd *cobra.Command, f *runFlags, p *profiles.Profile, spec jail.Spe
 	if spec.Backend != "" && spec.Backend != jail.BackendNative {
 		return usageError("--language: runs on the native backend only")
 	}
-	var code []byte
-	var err error
-	if f.code == "-" {
-		if cmd.Flags().Changed("stdin") && f.stdin == "-" {
-			return usageError("--stdin -: the code is read from stdin (--code -): give the program's input as a FILE")
-		}
-		if !cmd.Flags().Changed("stdin") {
-			f.stdin = "none"
-		}
-		code, err = io.ReadAll(io.LimitReader(os.Stdin, runner.MaxCodeBytes+1))
-	} else {
-		code, err = hostfs.ReadFile(f.code, runner.MaxCodeBytes+1)
-	}
+	code, err := readCode(cmd, f)
 	if err != nil {
-		return usageError("--code %q: %v", f.code, err)
-	}
-	if len(code) > runner.MaxCodeBytes {
-		return usageError("--code %q: more than %d bytes", f.code, runner.MaxCodeBytes)
+		return err
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -60,22 +45,69 @@ func runCode(cmd *cobra.Command, f *runFlags, p *profiles.Profile, spec jail.Spe
 	}
 	defer job.Close()
 	if job.Failed() {
-		res := job.FailedResult()
-		if !f.asJSON { // the compiler's own words, as a compiler on a terminal would print them
-			io.WriteString(stderr, job.Compile.Stdout)
-			io.WriteString(stderr, job.Compile.Stderr)
-		}
-		var report *hostfs.Output
-		if f.report != "" {
-			if report, err = hostfs.CreateOutput(f.report); err != nil {
-				return usageError("--report %q: %v", f.report, err)
-			}
-			defer report.Close()
-		}
-		return finishRun(f, res, nil, report, stdout, stderr)
+		return compileFailed(f, job.FailedResult(), stdout, stderr)
 	}
 	f.annotate = job.Annotate
 	return runCmd(cmd, f, job.Command(ctx, args...), stdout, stderr)
+}
+
+// readCode reads --code: a file, or - for stdin (the program's stdin is
+// then none unless --stdin names a file).
+func readCode(cmd *cobra.Command, f *runFlags) ([]byte, error) {
+	if f.code == "" {
+		return nil, usageError("--code: missing: the code's FILE, or - for stdin")
+	}
+	var code []byte
+	var err error
+	if f.code == "-" {
+		if cmd.Flags().Changed("stdin") && f.stdin == "-" {
+			return nil, usageError("--stdin -: the code is read from stdin (--code -): give the program's input as a FILE")
+		}
+		if !cmd.Flags().Changed("stdin") {
+			f.stdin = "none"
+		}
+		code, err = io.ReadAll(io.LimitReader(os.Stdin, runner.MaxCodeBytes+1))
+	} else {
+		code, err = hostfs.ReadFile(f.code, runner.MaxCodeBytes+1)
+	}
+	if err != nil {
+		return nil, usageError("--code %q: %v", f.code, err)
+	}
+	if len(code) > runner.MaxCodeBytes {
+		return nil, usageError("--code %q: more than %d bytes", f.code, runner.MaxCodeBytes)
+	}
+	return code, nil
+}
+
+// compileFailed reports a run whose compile failed: the compiler's
+// output on stderr (streaming), the result (--json, --report), exit 1.
+func compileFailed(f *runFlags, res *jail.Result, stdout, stderr io.Writer) error {
+	if !f.asJSON { // the compiler's own words, as a compiler on a terminal would print them
+		io.WriteString(stderr, res.Compile.Stdout)
+		io.WriteString(stderr, res.Compile.Stderr)
+	}
+	var report *hostfs.Output
+	if f.report != "" {
+		var err error
+		if report, err = hostfs.CreateOutput(f.report); err != nil {
+			return usageError("--report %q: %v", f.report, err)
+		}
+		defer report.Close()
+	}
+	return finishRun(f, res, nil, report, stdout, stderr)
+}
+
+// runnerProfile is the profile of --language L, lang-L.
+func runnerProfile(language string) (*profiles.Profile, error) {
+	name := "lang-" + language
+	if _, ok := profiles.Source(name); !ok || strings.ContainsRune(language, '/') {
+		return nil, usageError("--language %q: no such runner (see jail languages)", language)
+	}
+	p, err := profiles.Load(name)
+	if err != nil {
+		return nil, usageError("--language: %v", err)
+	}
+	return p, nil
 }
 
 // judge runs --code against --tests and prints the judge report: a table,

@@ -220,10 +220,10 @@ func buildProfile(cmd *cobra.Command, f *runFlags) (*profiles.Profile, jail.Spec
 		if cmd.Flags().Changed("profile") {
 			return nil, jail.Spec{}, usageError("--language: not with --profile (a profile file that extends lang-%s runs its code with --code alone)", f.language)
 		}
-		name = "lang-" + f.language
-		if _, ok := profiles.Source(name); !ok || strings.ContainsRune(f.language, '/') {
-			return nil, jail.Spec{}, usageError("--language %q: no such runner (see jail languages)", f.language)
+		if _, err := runnerProfile(f.language); err != nil {
+			return nil, jail.Spec{}, err
 		}
+		name = "lang-" + f.language
 	}
 	p, err := profiles.Load(name)
 	if err != nil {

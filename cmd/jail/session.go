@@ -17,6 +17,7 @@ import (
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/profiles"
+	"github.com/jailrt/jail/runner"
 )
 
 // newSessionCommand is `jail session`: jails that stay up, and commands
@@ -144,19 +145,24 @@ nothing is left.`,
 func newSessionExec(m func() *jail.Sessions, stdout, stderr io.Writer) *cobra.Command {
 	f := newRunFlags()
 	cmd := &cobra.Command{
-		Use:   "exec [flags] ID -- COMMAND [ARGS...]",
-		Short: "Run a command in a session",
+		Use:   "exec [flags] ID -- COMMAND [ARGS...] | exec --language L --code FILE|- ID [-- ARGS...]",
+		Short: "Run a command, or a piece of code, in a session",
 		Long: `exec runs COMMAND in session ID, joining its namespaces: it sees the files earlier commands left,
 under the session's limits, in a cgroup of its own, so its report (--json: jail.result/v1 with
 session_id and exec_id) has its own CPU time, memory peak and OOM kills. When COMMAND ends or times out,
 everything it started ends with it; the session goes on. Output, input and exit status are as for
-` + "`jail run`" + `. A paused session refuses commands (exit 125).`,
+` + "`jail run`" + `. A paused session refuses commands (exit 125).
+
+--language L --code FILE runs a piece of code by the runner lang-L (see jail languages) in the
+session: the code is written to .jail-code/ID in its workspace (its files beside it), compiled there
+by a command of the session when the language is compiled (the runner's compile timeout, under the
+session's limits), run with the args after ID, and removed; the report has language and compile.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 && args[1] == "--" { // flags stop at ID, so "--" comes through
 				args = args[1:]
 			}
-			if len(args) < 2 {
-				return usageError("want a session ID and a command after --")
+			if len(args) < 2 && !(len(args) == 1 && f.language != "") {
+				return usageError("want a session ID and a command after -- (or --language and --code)")
 			}
 			return nil
 		},
@@ -170,7 +176,31 @@ everything it started ends with it; the session goes on. Output, input and exit 
 			}
 			ctx, stop := context.WithCancel(context.Background())
 			defer stop()
-			c := s.Command(ctx, args[1], args[2:]...)
+			var c *jail.Cmd
+			if f.language != "" || f.code != "" {
+				if f.language == "" {
+					return usageError("--code: give --language too")
+				}
+				p, err := runnerProfile(f.language)
+				if err != nil {
+					return err
+				}
+				code, err := readCode(cmd, f)
+				if err != nil {
+					return err
+				}
+				job, err := runner.PrepareIn(ctx, s, p, code)
+				if err != nil {
+					return sessionError(err)
+				}
+				defer job.Close()
+				if job.Failed() {
+					return compileFailed(f, job.FailedResult(), stdout, stderr)
+				}
+				c, f.annotate = job.Command(ctx, args[1:]...), job.Annotate
+			} else {
+				c = s.Command(ctx, args[1], args[2:]...)
+			}
 			fl := cmd.Flags()
 			if len(f.env) > 0 {
 				c.Spec = profiles.Apply(c.Spec, jail.Spec{Env: f.env}, []string{"env"})
@@ -210,6 +240,8 @@ everything it started ends with it; the session goes on. Output, input and exit 
 	fl.BoolVar(&f.asJSON, "json", false, "capture stdout and stderr and print the result as one JSON document")
 	fl.BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal of its own, relayed to yours in raw mode; not with --json")
 	fl.StringVar(&f.report, "report", "", "also write the JSON result to `FILE`")
+	fl.StringVar(&f.language, "language", "", "run the code of --code in `LANGUAGE` by its runner (see jail languages), in the session: the code goes to a directory of its workspace, a compiled language is compiled by a command of the session first (the runner's compile timeout, the session's limits); the args after ID go to the program")
+	fl.StringVar(&f.code, "code", "", "with --language, the code: a `FILE`, or - to read it from stdin")
 	return cmd
 }
 
