@@ -48,5 +48,5 @@ func TestWarnings(t *testing.T) {
 	s.HostUID = nil
 	assert.Len(t, s.Warnings(), 1)
 	s.DisableNamespaces = []string{"user"}
-	assert.Empty(t, s.Warnings(), "without a user namespace the jail has the caller's ids")
+	assert.Len(t, s.Warnings(), 1, "without a user namespace a root caller's jail runs as the host ids themselves")
 }

@@ -329,9 +329,10 @@ func TestSessionGetStreams(t *testing.T) {
 	// wait4's max RSS of jail takes in its reaped children: the helper.
 	maxRSS := c.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024
 	t.Logf("get of %d MiB: jail and its helper held at most %d KiB", size>>20, maxRSS>>10)
-	// 13-17 MiB here; 60 MiB once under the race detector's load: bound
-	// it well below the file's size, not near the figure.
-	assert.Less(t, maxRSS, int64(128<<20), "streamed, in bounded memory")
+	// 36-38 MiB in CI's first run of the suite, 120-143 MiB in its run
+	// under the race detector (the same jail binary, a loaded machine):
+	// bound it well below the file's size, not near the figures.
+	assert.Less(t, maxRSS, int64(256<<20), "streamed, in bounded memory")
 }
 
 // countOnly reads through, so ReadFrom counts without keeping anything.

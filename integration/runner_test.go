@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -191,18 +194,19 @@ func TestLanguageRunners(t *testing.T) {
 	assert.Empty(t, codeDirs(t), "every job's code directory is removed")
 }
 
-// codeDirs lists the runners' code directories left in the temp dir.
+// codeDirs lists the runners' code directories in jail's temp dir
+// (jailCmd gives jail no TMPDIR: /tmp).
 func codeDirs(t *testing.T) []string {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(os.TempDir(), "jail-code-*"))
+	m, err := filepath.Glob("/tmp/jail-code-*")
 	require.NoError(t, err)
 	return m
 }
 
 // TestRunnerCompileAttack: a hostile toolchain (here the code itself is
-// the compile) can neither change the code nor add files to the
-// directory the jails share, and its artifact cannot outgrow its bound:
-// the host's disk is not its to fill.
+// the compile) can write nothing of the host: not the code, not a file
+// beside it, not the artifact's file (no chmod to setuid), and its
+// artifact cannot outgrow its bound: the compile is killed.
 func TestRunnerCompileAttack(t *testing.T) {
 	dir := hostDir(t)
 	profile := filepath.Join(dir, "evil.yaml")
@@ -210,32 +214,105 @@ func TestRunnerCompileAttack(t *testing.T) {
 runner:
   language: evil
   source: main.sh
-  compile: [sh, /code/main.sh]
+  compile: [sh, /code/main.sh, /tmp/out]
   artifact: /tmp/out
   compile_limits: {artifact_max_bytes: 1Mi, timeout: 20s}
-  run: [sh, -c, "wc -c < /code/out; ls /code"]
+  run: [sh, -c, "wc -c < /code/out; ls /code; stat -c %a /code/out"]
   version: ["true"]
 `), 0o644))
 	code := filepath.Join(dir, "main.sh")
 	write := func(script string) { require.NoError(t, os.WriteFile(code, []byte(script), 0o644)) }
+	var extra []string
+	if unprivileged {
+		extra = []string{"--allow-unenforced"}
+	}
 
-	write(`echo pwned > /code/main.sh && echo rewrote the code
-touch /code/extra && echo added a file
-head -c 4096 /dev/zero > /tmp/out
+	write(`echo pwned > /code/main.sh && echo rewrote the code >&2
+touch /code/extra && echo added a file >&2
+chmod 4755 /code/main.sh && echo made it setuid >&2
+cat /dev/null > /code/out && echo wrote the artifact file >&2
+head -c 4096 /dev/zero > "$1"
 `)
-	res, r := runJSON(t, "--profile", profile, "--code", code)
+	res, r := runJSON(t, append([]string{"--profile", profile, "--code", code}, extra...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NotNil(t, res.Compile)
-	assert.NotContains(t, res.Compile.Stdout, "rewrote the code")
-	assert.NotContains(t, res.Compile.Stdout, "added a file")
-	assert.Equal(t, "4096\nmain.sh\nout\n", res.Stdout, "the run sees the code and the artifact, nothing else")
+	for _, bad := range []string{"rewrote the code", "added a file", "made it setuid", "wrote the artifact file"} {
+		assert.NotContains(t, res.Compile.Stderr, bad)
+	}
+	assert.Equal(t, int64(4096), res.Compile.StdoutBytes, "the artifact came out on the compile's stdout")
+	assert.Empty(t, res.Compile.Stdout, "and is not kept as output")
+	mode := "750"
+	if unprivileged {
+		mode = "700"
+	}
+	assert.Equal(t, "4096\nmain.sh\nout\n"+mode+"\n", res.Stdout, "the run sees the code and the artifact, nothing else")
 
-	write("head -c 3000000 /dev/zero > /tmp/out\n") // 3 MB artifact, bound 1 MiB
-	res, r = runJSON(t, "--profile", profile, "--code", code)
+	// A 3 MB artifact, bound 1 MiB: its write in the compile's /tmp
+	// ends at RLIMIT_FSIZE.
+	write("head -c 3000000 /dev/zero > \"$1\"\n")
+	res, r = runJSON(t, append([]string{"--profile", profile, "--code", code}, extra...)...)
 	assert.Equal(t, jail.StatusCompileError, res.Status)
 	assert.Equal(t, 1, r.code)
 	require.NotNil(t, res.Compile)
-	assert.NotEqual(t, 0, res.Compile.ExitCode, "the copy past RLIMIT_FSIZE failed: %+v", res.Compile)
+	assert.Equal(t, 128+int(syscall.SIGXFSZ), res.Compile.ExitCode, "%+v", res.Compile)
+
+	// Straight into the stdout the artifact crosses by, through the
+	// wrapper shell's descriptors in /proc: refused (root's jails, whose
+	// processes are not dumpable to each other), or reached, and then
+	// jail's own bound on the artifact kills the compile past 1 MiB.
+	write("for f in /proc/$PPID/fd/*; do head -c 3000000 /dev/zero > \"$f\" 2>/dev/null; done\nhead -c 1 /dev/zero > \"$1\"\n")
+	res, r = runJSON(t, append([]string{"--profile", profile, "--code", code}, extra...)...)
+	require.NotNil(t, res.Compile, r.stderr)
+	if res.Status == jail.StatusCompileError {
+		require.NotNil(t, res.Compile.Error, "%+v", res.Compile)
+		assert.Equal(t, "artifact", res.Compile.Error.Step)
+		assert.Contains(t, res.Compile.Error.Message, "over 1048576 bytes")
+	} else {
+		assert.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, int64(1), res.Compile.StdoutBytes, "only the artifact crossed")
+	}
+	t.Logf("writing to the artifact's pipe through /proc: %s", res.Status)
+	assert.Empty(t, codeDirs(t))
+}
+
+// TestRunnerCodeDirectory: while a job runs, its directory on the host is
+// the jails' and this process's only (root: root's, the jails' host group
+// may read; unprivileged: 0700), and a job whose jail process was killed
+// leaves one that jail check --clean removes.
+func TestRunnerCodeDirectory(t *testing.T) {
+	dir := hostDir(t)
+	code := filepath.Join(dir, "main.sh")
+	require.NoError(t, os.WriteFile(code, []byte("echo started; sleep 30\n"), 0o644))
+	c := jailCmd(t.Context(), "run", "--language", "sh", "--code", code)
+	out, err := c.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "started\n", line)
+	dirs := codeDirs(t)
+	require.Len(t, dirs, 1)
+	want := map[string]os.FileMode{dirs[0]: 0o710, filepath.Join(dirs[0], "code"): 0o750, filepath.Join(dirs[0], "code", "main.sh"): 0o640}
+	if unprivileged {
+		want = map[string]os.FileMode{dirs[0]: 0o700, filepath.Join(dirs[0], "code"): 0o700, filepath.Join(dirs[0], "code", "main.sh"): 0o600}
+	}
+	for p, mode := range want {
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, mode, st.Mode().Perm(), p)
+		if !unprivileged {
+			sys := st.Sys().(*syscall.Stat_t)
+			assert.Equal(t, uint32(0), sys.Uid, "%s stays root's", p)
+			assert.Equal(t, uint32(jail.DefaultHostUID), sys.Gid, "%s: the jails' host group", p)
+		}
+	}
+	require.NoError(t, c.Process.Signal(syscall.SIGKILL)) // jail itself: no Close
+	_ = c.Wait()
+	require.Eventually(t, func() bool { return len(ourInits()) == 0 }, 10*time.Second, 20*time.Millisecond, "the jail ends with jail")
+	assert.Equal(t, dirs, codeDirs(t), "left behind by the killed jail")
+	check := runJail(t, "check", "--clean")
+	assert.Equal(t, 0, check.code, check.stderr)
+	assert.Contains(t, check.stdout, "removed "+dirs[0])
 	assert.Empty(t, codeDirs(t))
 }
 

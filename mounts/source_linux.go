@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
@@ -92,6 +93,9 @@ func OpenSource(unsafePath string, allow func(hostPath string) bool, table func(
 	if what == "" && s.Dir {
 		what = holdsCredentials(int(f.Fd()))
 	}
+	if what == "" && s.Dir {
+		what = holdsSensitive(real)
+	}
 	if what == "" {
 		return s, nil
 	}
@@ -112,6 +116,20 @@ func holdsCredentials(dirfd int) string {
 		var st unix.Stat_t
 		if unix.Fstatat(dirfd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 			return "holds " + c + " (a home directory)"
+		}
+	}
+	return ""
+}
+
+// holdsSensitive says which sensitive tree lies below the directory
+// hostPath (a bind of /var carries /var/lib/docker), as a phrase for the
+// error message; "" when none does.
+func holdsSensitive(hostPath string) string {
+	for _, t := range sensitiveTrees {
+		if strings.HasPrefix(t, hostPath+"/") {
+			if _, err := os.Lstat(t); err == nil {
+				return "holds " + t
+			}
 		}
 	}
 	return ""

@@ -155,6 +155,11 @@ func readLayer(nameOrPath, from string) (*layer, error) {
 	if from != "" && !filepath.IsAbs(path) {
 		path = filepath.Join(from, path)
 	}
+	if from != "" && (strings.HasPrefix(filepath.Clean(path), "/dev/") || strings.HasPrefix(filepath.Clean(path), "/proc/")) {
+		// jail's own stdin (/dev/fd/0) or another descriptor: a profile
+		// file extends files only.
+		return nil, &LoadError{File: path, Field: "extends", Err: errors.New("a file under /dev or /proc cannot be extended")}
+	}
 	data, err := hostfs.ReadFile(path, maxFileBytes)
 	if err != nil {
 		return nil, &LoadError{File: path, Err: err}
@@ -230,7 +235,9 @@ func (w walker) fail(n *yaml.Node, path, format string, args ...any) error {
 
 func (w walker) walk(n *yaml.Node, t reflect.Type, path string) error {
 	if n.Kind == yaml.AliasNode {
-		n = n.Alias
+		// Each alias would be walked (and decoded) again: a small file
+		// could stand for billions of nodes.
+		return w.fail(n, path, "an alias (*%s): a profile writes each value out (use extends to share fields)", n.Value)
 	}
 	if path != "" {
 		if _, ok := w.l.lines[path]; !ok {

@@ -111,6 +111,8 @@ func TestErrors(t *testing.T) {
 		{"a compiled runner without artifact", "runner:\n  language: x\n  source: main.x\n  compile: [xc, main.x]\n  run: [./main]\n  version: [xc]\n", "F:1: runner.artifact: a compiled runner needs the absolute path of what it makes, named apart from source"},
 		{"a runner source with a slash", "runner:\n  language: x\n  source: a/main.x\n  run: [x]\n  version: [x]\n", "F:3: runner.source: want a file name, e.g. main.py"},
 		{"an unknown runner field", "runner:\n  language: x\n  compiler: [x]\n", "F:3: runner.compiler: unknown field (did you mean compile?)"},
+		{"an alias", "env: &e [A=1]\nmounts: []\ndisable_namespaces: *e\n", "F:3: disable_namespaces: an alias (*e): a profile writes each value out (use extends to share fields)"},
+		{"extends a descriptor", "extends: /dev/fd/0\n", "/dev/fd/0: extends: a file under /dev or /proc cannot be extended"},
 		{"sensitive sources as a string", "allow_sensitive_sources: yes\n", `F:1: allow_sensitive_sources: yes: want true, false or a list of host paths`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,7 +238,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(`{"timeout": 3, "env": ["A=b"]}`))
 	f.Add([]byte("extends: strict\nmemory_max_bytes: 1Gi\ncpus: 0.5\nnetwork: {mode: none}\n"))
-	f.Add([]byte("a: &x [1]\nb: *x\n"))
+	f.Add([]byte("env: &x [A=1]\ndisable_namespaces: *x\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(data)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/jailrt/jail"
@@ -12,9 +13,9 @@ import (
 // Runner is a language runner: how a profile's jail runs a piece of code
 // in one language, compiled first when it has to be. The code is placed
 // read-only at /code/SOURCE; a compile runs in a jail of its own, with its
-// own limits (CompileLimits over the profile's Spec), and leaves
-// ARTIFACT, which the run's jail sees read-only at /code/ARTIFACT's name.
-// Package runner carries it out.
+// own limits (CompileLimits over the profile's Spec), and makes ARTIFACT,
+// which the run's jail sees read-only at /code/ARTIFACT's name. Package
+// runner carries it out.
 type Runner struct {
 	// Language is the name `jail run --language` takes: python, node, c...
 	Language string `json:"language"`
@@ -24,7 +25,8 @@ type Runner struct {
 	// into Artifact, run in /tmp.
 	Compile []string `json:"compile,omitempty"`
 	// Artifact is the absolute path in the compile's jail of what Compile
-	// makes, e.g. /tmp/main; the run's jail has it at /code/NAME.
+	// makes, e.g. /tmp/main, an argument of Compile of its own; the run's
+	// jail has it at /code/NAME.
 	Artifact string `json:"artifact,omitempty"`
 	// CompileLimits replace the profile's limits for the compile: it is
 	// the toolchain's work, not the code's, and gets more room.
@@ -51,8 +53,9 @@ type CompileLimits struct {
 	PidsMax int64 `json:"pids_max,omitempty"`
 	// TmpSizeBytes is the compile's /tmp; 0: 512 MiB.
 	TmpSizeBytes int64 `json:"tmp_size_bytes,omitempty"`
-	// ArtifactMaxBytes bounds the artifact, which is written to the host
-	// between the two jails (RLIMIT_FSIZE of the copy); 0: 256 MiB.
+	// ArtifactMaxBytes bounds the artifact, which crosses to the host
+	// between the two jails on the compile's stdout (a compile past it is
+	// killed); 0: 256 MiB.
 	ArtifactMaxBytes int64 `json:"artifact_max_bytes,omitempty"`
 }
 
@@ -76,6 +79,9 @@ func (r *Runner) Validate() error {
 	if len(r.Compile) > 0 {
 		if r.Artifact == "" || !path.IsAbs(r.Artifact) || path.Clean(r.Artifact) != r.Artifact || path.Base(r.Artifact) == r.Source {
 			return bad("artifact", "a compiled runner needs the absolute path of what it makes, named apart from source")
+		}
+		if !slices.Contains(r.Compile[1:], r.Artifact) {
+			return bad("artifact", "%s must be an argument of compile of its own (-o %s), where a session's job puts its own", r.Artifact, r.Artifact)
 		}
 	} else if r.Artifact != "" {
 		return bad("artifact", "only a runner that compiles has one")

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -33,8 +34,9 @@ const (
 const (
 	// CompareExact wants the same bytes.
 	CompareExact = "exact"
-	// CompareWhitespace wants the same words: runs of spaces, tabs and
-	// newlines (and those at the ends) are all alike.
+	// CompareWhitespace wants the same words: runs of white space (as
+	// Unicode has it: spaces, tabs, newlines, no-break spaces...), and
+	// those at the ends, are all alike.
 	CompareWhitespace = "whitespace"
 )
 
@@ -94,15 +96,28 @@ func LoadTests(path string) ([]Test, error) {
 	}
 	var tests []Test
 	if st.IsDir() {
-		ins, err := filepath.Glob(filepath.Join(path, "*.in"))
+		entries, err := os.ReadDir(path)
 		if err != nil {
 			return nil, err
 		}
+		var ins []string
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".in") && !e.IsDir() {
+				ins = append(ins, filepath.Join(path, e.Name()))
+			}
+		}
+		// By N's value where both are numbers, numbers first, then by name.
 		slices.SortFunc(ins, func(a, b string) int {
 			na, ea := strconv.Atoi(strings.TrimSuffix(filepath.Base(a), ".in"))
 			nb, eb := strconv.Atoi(strings.TrimSuffix(filepath.Base(b), ".in"))
-			if ea == nil && eb == nil && na != nb {
-				return na - nb
+			switch {
+			case ea == nil && eb == nil && na != nb:
+				return cmp.Compare(na, nb)
+			case (ea == nil) != (eb == nil):
+				if ea == nil {
+					return -1
+				}
+				return 1
 			}
 			return strings.Compare(a, b)
 		})
@@ -124,7 +139,7 @@ func LoadTests(path string) ([]Test, error) {
 			return nil, err
 		}
 		if err := yaml.UnmarshalStrict(data, &tests); err != nil {
-			return nil, fmt.Errorf("want a list of {name, stdin, expected_stdout}: %w", err)
+			return nil, fmt.Errorf("want a list of {name, stdin, expected_stdout}: %s", strings.Join(strings.Fields(err.Error()), " "))
 		}
 	}
 	if len(tests) == 0 {
@@ -147,6 +162,8 @@ type JudgeOptions struct {
 	Compare string
 	// Args go to the program, after the runner's run command.
 	Args []string
+	// Setup is how the jails are made (see [Setup]).
+	Setup Setup
 }
 
 // Judge compiles code once (when the language is compiled) and runs it
@@ -161,7 +178,7 @@ func Judge(ctx context.Context, p *profiles.Profile, spec jail.Spec, code []byte
 	if compare != CompareExact && compare != CompareWhitespace {
 		return nil, &jail.SpecError{Field: "compare", Value: compare, Err: fmt.Errorf("want %s or %s", CompareExact, CompareWhitespace)}
 	}
-	j, err := Prepare(ctx, p, spec, code)
+	j, err := Prepare(ctx, p, spec, code, o.Setup)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +189,9 @@ func Judge(ctx context.Context, p *profiles.Profile, spec jail.Spec, code []byte
 		return rep, nil
 	}
 	for _, t := range tests {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		c := j.Command(ctx, o.Args...)
 		c.Stdin, c.Capture = strings.NewReader(t.Stdin), true
 		if err := c.Run(); err != nil && (c.Result == nil || c.Result.Status == jail.StatusSetupError) {

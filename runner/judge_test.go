@@ -98,3 +98,21 @@ func TestVerdict(t *testing.T) {
 		assert.Equal(t, tc.verdict, got, tc.name)
 	}
 }
+
+// TestCapped: the artifact's writer takes up to its bound, then calls
+// over once (which kills the compile) and refuses the rest.
+func TestCapped(t *testing.T) {
+	var b strings.Builder
+	overs := 0
+	w := &capped{w: &b, left: 10, over: func() { overs++ }}
+	n, err := w.Write([]byte("0123456"))
+	assert.Equal(t, 7, n)
+	assert.NoError(t, err)
+	_, err = w.Write([]byte("7890"))
+	assert.Error(t, err)
+	_, err = w.Write([]byte("x"))
+	assert.Error(t, err, "refused from then on")
+	assert.True(t, w.exceeded)
+	assert.Equal(t, 1, overs)
+	assert.Equal(t, "0123456", b.String())
+}

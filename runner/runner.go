@@ -6,13 +6,17 @@
 // gains the language and the compile's own Result; a compile that fails
 // ends it with status compile_error and exit code 1.
 //
-// The code and the artifact cross between the two jails in a directory on
-// the host that only this process and the jails' user can reach: the
-// compile's jail sees the code read-only and may write one file, the
-// artifact, whose size its RLIMIT_FSIZE bounds (so that a compile cannot
-// fill the host's disk); the run's jail sees both read-only. The directory
-// is removed when the job is closed. Nothing of it is ever read or run on
-// the host.
+// The code and the artifact live in a directory of the host's temp
+// directory that only this process and the jails' user can reach (for a
+// root caller: root's, and readable by the jails' host group only), and
+// that no jail may write: the compile's jail sees the code read-only, and
+// its artifact comes out on its stdout, which this process writes into a
+// file of its own making, up to compile_limits.artifact_max_bytes (a
+// compile past that is killed). So a hostile toolchain can put nothing on
+// the host but those bytes, in a file it does not own. The run's jail sees
+// the directory read-only. The directory is removed when the job is
+// closed; `jail check --clean` removes those whose process died. Nothing
+// of it is ever read or run on the host.
 package runner
 
 import (
@@ -23,9 +27,13 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/internal/procfs"
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/profiles"
 )
@@ -42,12 +50,27 @@ const (
 // CodeDir is where a job's code (and artifact) is in its jails.
 const CodeDir = "/code"
 
+// DirPrefix starts the name of a job's directory in the host's temp
+// directory: jail-code-OWNER-, OWNER the procfs.OwnerTag of the process
+// that made it.
+const DirPrefix = "jail-code-"
+
+// Setup is how a caller's jails are made: Configure, when set, is called
+// on every Cmd a job makes itself (the compile, the check), as a server
+// sets its helper and logger; CompileMemoryMax, when not 0, caps the
+// compile's memory below the runner's compile limit (a tenant's quota).
+type Setup struct {
+	Configure        func(*jail.Cmd)
+	CompileMemoryMax int64
+}
+
 // Job is one piece of code on its way to a run: placed, and compiled
 // when its language is compiled. Close removes what it placed.
 type Job struct {
 	runner *profiles.Runner
 	spec   jail.Spec // the run's
-	dir    string    // on the host: dir/code is /code in the jails
+	setup  Setup
+	dir    string // on the host: dir/code is /code in the jails
 	// Compile is the compile's Result, nil for an interpreted language.
 	Compile *jail.Result
 }
@@ -58,7 +81,7 @@ type Job struct {
 // the runner's compile limits. A compile that fails is not an error: see
 // [Job.Failed]. An error is a setup failure (no runner, bad code, a jail
 // that could not start) and leaves nothing behind.
-func Prepare(ctx context.Context, p *profiles.Profile, spec jail.Spec, code []byte) (_ *Job, retErr error) {
+func Prepare(ctx context.Context, p *profiles.Profile, spec jail.Spec, code []byte, setup Setup) (_ *Job, retErr error) {
 	r := p.Runner
 	if r == nil {
 		return nil, fmt.Errorf("profile %s: %w", p.Name, profiles.ErrNoRunner)
@@ -67,13 +90,13 @@ func Prepare(ctx context.Context, p *profiles.Profile, spec jail.Spec, code []by
 		return nil, &jail.SpecError{Field: "code", Value: fmt.Sprintf("%d bytes", len(code)), Err: fmt.Errorf("more than %d bytes", MaxCodeBytes)}
 	}
 	if len(r.Check) > 0 {
-		if err := check(ctx, r, spec); err != nil {
+		if err := check(ctx, r, spec, setup); err != nil {
 			return nil, err
 		}
 	}
-	j := &Job{runner: r, spec: spec}
+	j := &Job{runner: r, spec: spec, setup: setup}
 	var err error
-	if j.dir, err = os.MkdirTemp("", "jail-code-"); err != nil {
+	if j.dir, err = os.MkdirTemp("", DirPrefix+procfs.OwnerTag()+"-"); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -82,54 +105,111 @@ func Prepare(ctx context.Context, p *profiles.Profile, spec jail.Spec, code []by
 		}
 	}()
 	codeDir := filepath.Join(j.dir, "code")
-	// The jails' user reaches dir and code (0711/0755): a root caller's
-	// jails run as host uid 65534.
-	if err := os.Chmod(j.dir, 0o711); err != nil {
+	if err := os.Mkdir(codeDir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(codeDir, 0o755); err != nil {
+	src := filepath.Join(codeDir, r.Source)
+	if err := os.WriteFile(src, code, 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(codeDir, r.Source), code, 0o644); err != nil {
-		return nil, err
+	for _, f := range []struct {
+		path string
+		mode os.FileMode
+	}{{j.dir, 0o710}, {codeDir, 0o750}, {src, 0o640}} {
+		if err := j.share(f.path, f.mode); err != nil {
+			return nil, err
+		}
 	}
 	if len(r.Compile) == 0 {
 		return j, nil
 	}
-	// The artifact: one empty file the compile's jail may write, owned by
-	// its user.
-	art := filepath.Join(codeDir, path.Base(r.Artifact))
-	if err := os.WriteFile(art, nil, 0o755); err != nil {
-		return nil, err
+	var st unix.Statfs_t
+	if err := unix.Statfs(j.dir, &st); err == nil && st.Flags&unix.ST_NOEXEC != 0 {
+		return nil, &jail.FeatureError{Feature: "language " + r.Language, Reason: fmt.Sprintf("%s is on a noexec file system, where no artifact can run: set TMPDIR to a directory that allows exec", os.TempDir())}
 	}
-	if err := os.Chmod(art, 0o755); err != nil { // not the umask's
-		return nil, err
-	}
-	if os.Geteuid() == 0 && !disabled(spec, "user") {
-		uid, gid := hostIDs(spec)
-		if err := os.Chown(art, int(uid), int(gid)); err != nil {
-			return nil, err
-		}
-	}
-	// The compile's command, then a copy of its artifact into the one
-	// file of the host it may write: cat's writes end at RLIMIT_FSIZE.
-	argv := compileArgv(r, CodeDir)
-	c := jail.Command(ctx, j.compileSpec(art), argv[0], argv[1:]...)
-	c.Capture = true
-	if err := c.Run(); err != nil { // the jail or its /bin/sh did not start: not the code's doing
-		return nil, fmt.Errorf("compile (in a jail with the runner's compile_limits; --allow-unenforced runs it without what this host cannot enforce): %w", err)
-	}
-	j.Compile = c.Result
-	return j, nil
+	return j, j.compile(ctx, codeDir)
 }
 
-// compileArgv is the compile's command line: the runner's compile
-// command, with /code as codeDir, then a copy of the artifact into
-// codeDir (cat: in a one-shot jail, into the one host file it may write)
-// and the artifact's removal.
-func compileArgv(r *profiles.Runner, codeDir string) []string {
-	return append([]string{"/bin/sh", "-c", `a=$1 o=$2; shift 2; "$@" && cat -- "$a" > "$o"; s=$?; rm -f -- "$a"; exit $s`,
-		"compile", r.Artifact, path.Join(codeDir, path.Base(r.Artifact))}, inDir(r.Compile, codeDir)...)
+// share gives a file of the job's directory to the jails' user, and to no
+// one else: a root caller's jails reach it through their host group (the
+// file stays root's), an unprivileged caller's are the caller.
+func (j *Job) share(path string, mode os.FileMode) error {
+	if os.Geteuid() != 0 {
+		return os.Chmod(path, mode&0o700)
+	}
+	_, gid := hostIDs(j.spec)
+	if err := os.Chown(path, 0, int(gid)); err != nil {
+		return err
+	}
+	return os.Chmod(path, mode)
+}
+
+// compile runs the compile in a jail of its own: the artifact comes out on
+// its stdout (the compiler's own stdout goes to stderr) into a file this
+// process makes, bounded.
+func (j *Job) compile(ctx context.Context, codeDir string) error {
+	r := j.runner
+	art := filepath.Join(codeDir, path.Base(r.Artifact))
+	f, err := os.OpenFile(art, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := j.share(art, 0o750); err != nil {
+		return err
+	}
+	max := r.CompileLimits.ArtifactMaxBytes
+	if max == 0 {
+		max = DefaultArtifactMaxBytes
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &capped{w: f, left: max, over: cancel}
+	argv := append([]string{"/bin/sh", "-c", `a=$1; shift; "$@" >&2 && exec cat -- "$a"`, "compile", r.Artifact}, inDir(r.Compile, CodeDir)...)
+	c := jail.Command(cctx, j.compileSpec(), argv[0], argv[1:]...)
+	c.Capture, c.Stdout = true, w
+	if j.setup.Configure != nil {
+		j.setup.Configure(c)
+	}
+	err = c.Run()
+	res := c.Result
+	if w.exceeded {
+		res.Status, res.ExitCode, res.Signal = jail.StatusCanceled, jail.ExitSetupError, ""
+		res.Error = &jail.ErrorInfo{Step: "artifact", Message: fmt.Sprintf("the artifact is over %d bytes (compile_limits.artifact_max_bytes): the compile was killed", max)}
+		err = nil
+	}
+	if err != nil { // the jail or its /bin/sh did not start: not the code's doing
+		return fmt.Errorf("compile (in a jail with the runner's compile_limits; --allow-unenforced runs it without what this host cannot enforce): %w", err)
+	}
+	// Its stdout was the artifact: bytes, not output (stdout_bytes says
+	// how many).
+	res.Stdout, res.StdoutEncoding, res.StdoutTruncated = "", "utf-8", false
+	j.Compile = res
+	return nil
+}
+
+// capped writes up to left bytes to w, then calls over once and refuses
+// the rest.
+type capped struct {
+	w        io.Writer
+	left     int64
+	over     func()
+	exceeded bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.exceeded {
+		return 0, fmt.Errorf("over the artifact's bound")
+	}
+	if int64(len(p)) > c.left {
+		if !c.exceeded {
+			c.exceeded = true
+			c.over()
+		}
+		return 0, fmt.Errorf("over the artifact's bound")
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
 }
 
 // inDir is argv with /code (and what is below it) as dir.
@@ -145,9 +225,9 @@ func inDir(argv []string, dir string) []string {
 }
 
 // compileSpec is the compile's Spec: the run's, with the compile limits in
-// place of its limits, /code read-only, the artifact writable, and the
-// artifact's size bounded by RLIMIT_FSIZE.
-func (j *Job) compileSpec(art string) jail.Spec {
+// place of its limits (the memory capped by Setup.CompileMemoryMax), /code
+// read-only, and files up to the artifact's bound.
+func (j *Job) compileSpec() jail.Spec {
 	l := j.runner.CompileLimits
 	s := j.spec
 	s.Timeout = l.Timeout
@@ -156,6 +236,9 @@ func (j *Job) compileSpec(art string) jail.Spec {
 	}
 	s.CPUTime, s.KillGrace = 0, 0
 	s.MemoryMaxBytes, s.PidsMax = l.MemoryMaxBytes, l.PidsMax
+	if m := j.setup.CompileMemoryMax; m > 0 && (s.MemoryMaxBytes == 0 || s.MemoryMaxBytes > m) {
+		s.MemoryMaxBytes = m
+	}
 	s.SwapMaxBytes = 0
 	s.TmpSizeBytes = l.TmpSizeBytes
 	if s.TmpSizeBytes == 0 {
@@ -165,21 +248,16 @@ func (j *Job) compileSpec(art string) jail.Spec {
 	if max == 0 {
 		max = DefaultArtifactMaxBytes
 	}
-	s = profiles.Apply(s, jail.Spec{
+	return profiles.Apply(s, jail.Spec{
 		Rlimits: []jail.Rlimit{{Name: "fsize", Soft: uint64(max), Hard: uint64(max)}},
-		Mounts:  j.mounts(art),
+		Mounts:  j.mounts(),
 		Cwd:     "/tmp",
 	}, []string{"rlimits", "mounts", "cwd"})
-	return s
 }
 
-// mounts are /code, read-only, and for the compile the artifact, writable.
-func (j *Job) mounts(art string) []mounts.Mount {
-	m := []mounts.Mount{{Type: mounts.ROBind, Source: filepath.Join(j.dir, "code"), Target: CodeDir}}
-	if art != "" {
-		m = append(m, mounts.Mount{Type: mounts.Bind, Source: art, Target: path.Join(CodeDir, filepath.Base(art))})
-	}
-	return m
+// mounts are /code, read-only.
+func (j *Job) mounts() []mounts.Mount {
+	return []mounts.Mount{{Type: mounts.ROBind, Source: filepath.Join(j.dir, "code"), Target: CodeDir}}
 }
 
 // Failed reports whether the compile failed; the job's Result is then
@@ -209,7 +287,7 @@ func failedResult(r *profiles.Runner, compile *jail.Result) *jail.Result {
 // Command is the run: the runner's run command and args, in the run's
 // Spec with /code (the code, and the artifact) read-only, in /tmp.
 func (j *Job) Command(ctx context.Context, args ...string) *jail.Cmd {
-	s := profiles.Apply(j.spec, jail.Spec{Mounts: j.mounts("")}, []string{"mounts"})
+	s := profiles.Apply(j.spec, jail.Spec{Mounts: j.mounts()}, []string{"mounts"})
 	if s.Cwd == "" {
 		s.Cwd = "/tmp"
 	}
@@ -240,6 +318,7 @@ type Options struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Capture        bool
+	Setup          Setup
 }
 
 // Run compiles (when it has to) and runs code by p's runner in jails of
@@ -247,7 +326,7 @@ type Options struct {
 // (always, as [jail.Cmd.Run]: a compile that fails is a Result with
 // status compile_error, not an error).
 func Run(ctx context.Context, p *profiles.Profile, spec jail.Spec, code []byte, o Options, args ...string) (*jail.Result, error) {
-	j, err := Prepare(ctx, p, spec, code)
+	j, err := Prepare(ctx, p, spec, code, o.Setup)
 	if err != nil {
 		return nil, err
 	}
@@ -264,10 +343,13 @@ func Run(ctx context.Context, p *profiles.Profile, spec jail.Spec, code []byte, 
 
 // check runs r's check command in a jail of spec; a failure refuses the
 // run with what the command printed.
-func check(ctx context.Context, r *profiles.Runner, spec jail.Spec) error {
+func check(ctx context.Context, r *profiles.Runner, spec jail.Spec, setup Setup) error {
 	spec.Timeout = jail.Duration(10 * time.Second)
 	c := jail.Command(ctx, spec, r.Check[0], r.Check[1:]...)
 	c.Capture = true
+	if setup.Configure != nil {
+		setup.Configure(c)
+	}
 	if err := c.Run(); err != nil {
 		return fmt.Errorf("the %s runner's check: %w", r.Language, err)
 	}
@@ -305,4 +387,34 @@ func hostIDs(s jail.Spec) (uint32, uint32) {
 		gid = *s.HostGID
 	}
 	return uid, gid
+}
+
+// Prune removes the job directories of the host's temp directory whose
+// process is gone (killed before it could close its jobs), and returns
+// them. A directory whose owner cannot be told is kept.
+func Prune() ([]string, error) {
+	entries, err := os.ReadDir(os.TempDir())
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), DirPrefix)
+		i := strings.LastIndexByte(rest, '-')
+		if !ok || !e.IsDir() || i <= 0 {
+			continue
+		}
+		if info, err := e.Info(); err != nil || (os.Geteuid() != 0 && info.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid())) {
+			continue // another user's
+		}
+		if !procfs.OwnerGone(rest[:i], true) {
+			continue
+		}
+		dir := filepath.Join(os.TempDir(), e.Name())
+		if err := os.RemoveAll(dir); err != nil {
+			return removed, err
+		}
+		removed = append(removed, dir)
+	}
+	return removed, nil
 }

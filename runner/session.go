@@ -13,8 +13,8 @@ import (
 )
 
 // SessionJob is a piece of code placed in a session: in a directory of
-// its workspace (/tmp without one), .jail-code/ID, which /code stands for
-// in the runner's commands. The compile and the run are commands of the
+// its workspace (/tmp without one), .jail-code-ID, which /code stands for
+// in the runner's commands; the compile makes its artifact there. The compile and the run are commands of the
 // session: they join its namespaces and live under its limits, each in a
 // cgroup of its own. A session has no memory or pids limits per command,
 // so the compile has the runner's compile timeout and the session's
@@ -49,7 +49,7 @@ func PrepareIn(ctx context.Context, sess *jail.Session, p *profiles.Profile, cod
 	}
 	id := make([]byte, 6)
 	_, _ = rand.Read(id)
-	j := &SessionJob{sess: sess, runner: r, env: p.Spec.Env, dir: path.Join(base, ".jail-code", hex.EncodeToString(id))}
+	j := &SessionJob{sess: sess, runner: r, env: p.Spec.Env, dir: path.Join(base, ".jail-code-"+hex.EncodeToString(id))}
 	if len(r.Check) > 0 {
 		c := j.command(ctx, r.Check)
 		c.Capture = true
@@ -60,22 +60,21 @@ func PrepareIn(ctx context.Context, sess *jail.Session, p *profiles.Profile, cod
 			return nil, err
 		}
 	}
-	if _, err := sess.WriteFile(ctx, path.Join(j.dir, r.Source), bytes.NewReader(code), jail.WriteOptions{Mkdir: true, Mode: 0o644}); err != nil {
-		return nil, err
-	}
 	defer func() {
 		if retErr != nil {
 			j.Close()
 		}
 	}()
+	if _, err := sess.WriteFile(ctx, path.Join(j.dir, r.Source), bytes.NewReader(code), jail.WriteOptions{Mkdir: true, Mode: 0o644}); err != nil {
+		return nil, err
+	}
 	if len(r.Compile) == 0 {
 		return j, nil
 	}
-	// The artifact's file, made executable before the copy fills it.
-	if _, err := sess.WriteFile(ctx, path.Join(j.dir, path.Base(r.Artifact)), bytes.NewReader(nil), jail.WriteOptions{Mode: 0o755}); err != nil {
-		return nil, err
-	}
-	c := j.command(ctx, compileArgv(r, j.dir))
+	// The compile makes the artifact in the job's directory itself (its
+	// path, an argument of the compile, moved there): no other job's
+	// compile of the session shares it.
+	c := j.command(ctx, replace(r.Compile, r.Artifact, path.Join(CodeDir, path.Base(r.Artifact))))
 	c.Spec.Cwd = "/tmp"
 	c.Spec.Timeout = r.CompileLimits.Timeout
 	if c.Spec.Timeout == 0 {
@@ -142,7 +141,18 @@ func (j *SessionJob) Close() error {
 		return nil
 	}
 	err := j.sess.RemoveFile(context.Background(), j.dir, true)
-	_ = j.sess.RemoveFile(context.Background(), path.Dir(j.dir), false) // .jail-code, when no other job's code is in it
 	j.dir = ""
 	return err
+}
+
+// replace is argv with each argument equal to old made new.
+func replace(argv []string, old, new string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == old {
+			a = new
+		}
+		out[i] = a
+	}
+	return out
 }

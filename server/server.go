@@ -779,7 +779,14 @@ func (s *Server) runCode(ctx context.Context, t Tenant, req *RunRequest) (*jail.
 		return nil, e
 	}
 	defer release()
-	job, err := runner.Prepare(ctx, p, spec, []byte(*req.Code))
+	setup := runner.Setup{
+		Configure:        func(c *jail.Cmd) { c.HelperPath, c.Logger, c.NetnsPool = s.cfg.HelperPath, s.cfg.Logger, s.netns },
+		CompileMemoryMax: t.Policy.Quotas.MemoryMaxBytes, // a tenant's quota bounds its compiles too
+	}
+	if t.Admin {
+		setup.CompileMemoryMax = 0
+	}
+	job, err := runner.Prepare(ctx, p, spec, []byte(*req.Code), setup)
 	if err != nil {
 		return nil, asAPIError(err, "spec")
 	}

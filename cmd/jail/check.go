@@ -18,6 +18,7 @@ import (
 	"github.com/jailrt/jail/cgroup"
 	"github.com/jailrt/jail/internal/hostcheck"
 	"github.com/jailrt/jail/netns"
+	"github.com/jailrt/jail/runner"
 )
 
 func newCheckCommand(stdout io.Writer) *cobra.Command {
@@ -37,7 +38,8 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 			"cgroups of sessions whose PID 1 and state are both gone (empty, over a minute old), and the\n" +
 			"pid FIFOs of an unprivileged caller's pasta (in $TMPDIR, jail-pasta-PID-*), and the containers\n" +
 			"of --backend docker runs (labelled org.jailrt.jail) on the engine at $DOCKER_HOST, and the\n" +
-			"Pods and NetworkPolicies of --backend k8s runs of this machine (with a kubeconfig);\n" +
+			"Pods and NetworkPolicies of --backend k8s runs of this machine (with a kubeconfig), and the\n" +
+			"code directories of language runs (jail-code-* in $TMPDIR) whose process died;\n" +
 			"it prints each one.\n" +
 			"The last lines say whether the container backends answer (--backend docker: the engine at\n" +
 			"$DOCKER_HOST; --backend k8s: the API server of --kubeconfig): they are never missing.",
@@ -73,6 +75,13 @@ func newCheckCommand(stdout io.Writer) *cobra.Command {
 				}
 				if kerr != nil {
 					err = errors.Join(err, fmt.Errorf("kubernetes: %w", kerr))
+				}
+				codes, cerr := runner.Prune()
+				for _, d := range codes {
+					fmt.Fprintln(stdout, "removed", d)
+				}
+				if cerr != nil {
+					err = errors.Join(err, fmt.Errorf("language runners' code: %w", cerr))
 				}
 				if os.Geteuid() != 0 {
 					return err // leases are root's

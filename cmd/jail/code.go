@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -39,7 +42,14 @@ func runCode(cmd *cobra.Command, f *runFlags, p *profiles.Profile, spec jail.Spe
 	if f.tests != "" {
 		return judge(ctx, cmd, f, p, spec, code, args, stdout, stderr)
 	}
-	job, err := runner.Prepare(ctx, p, spec, code)
+	pctx, interrupted := interruptible(ctx)
+	job, err := runner.Prepare(pctx, p, spec, code, runner.Setup{})
+	if sig := interrupted(); sig != 0 {
+		if job != nil {
+			job.Close()
+		}
+		return &exitError{code: 128 + int(sig), msg: "interrupted while compiling"}
+	}
 	if err != nil {
 		return &exitError{code: jail.ExitSetupError, msg: err.Error()}
 	}
@@ -49,6 +59,31 @@ func runCode(cmd *cobra.Command, f *runFlags, p *profiles.Profile, spec jail.Spe
 	}
 	f.annotate = job.Annotate
 	return runCmd(cmd, f, job.Command(ctx, args...), stdout, stderr)
+}
+
+// interruptible is ctx, canceled by SIGINT, SIGTERM or SIGHUP until the
+// function it returns is called, which says which signal came (0: none)
+// and stops catching them: a compile or a judge ends, and its directory
+// is removed, instead of jail dying with them left behind.
+func interruptible(ctx context.Context) (context.Context, func() syscall.Signal) {
+	ctx, cancel := context.WithCancel(ctx)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	var got atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			got.Store(int32(s.(syscall.Signal)))
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() syscall.Signal {
+		signal.Stop(sigs)
+		close(done)
+		return syscall.Signal(got.Load())
+	}
 }
 
 // readCode reads --code: a file, or - for stdin (the program's stdin is
@@ -131,7 +166,11 @@ func judge(ctx context.Context, cmd *cobra.Command, f *runFlags, p *profiles.Pro
 		}
 		defer report.Close()
 	}
-	rep, err := runner.Judge(ctx, p, spec, code, tests, runner.JudgeOptions{Compare: f.compare, Args: args})
+	jctx, interrupted := interruptible(ctx)
+	rep, err := runner.Judge(jctx, p, spec, code, tests, runner.JudgeOptions{Compare: f.compare, Args: args})
+	if sig := interrupted(); sig != 0 {
+		return &exitError{code: 128 + int(sig), msg: "interrupted while judging"}
+	}
 	if err != nil {
 		return &exitError{code: jail.ExitSetupError, msg: err.Error()}
 	}
