@@ -123,8 +123,7 @@ func Prepare(ctx context.Context, p *profiles.Profile, spec jail.Spec, code []by
 	if len(r.Compile) == 0 {
 		return j, nil
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(j.dir, &st); err == nil && st.Flags&unix.ST_NOEXEC != 0 {
+	if noexec(j.dir) {
 		return nil, &jail.FeatureError{Feature: "language " + r.Language, Reason: fmt.Sprintf("%s is on a noexec file system, where no artifact can run: set TMPDIR to a directory that allows exec", os.TempDir())}
 	}
 	return j, j.compile(ctx, codeDir)
