@@ -224,3 +224,20 @@ func BenchmarkExposesManyMounts(b *testing.B) {
 		}
 	}
 }
+
+// TestHoldsSensitive: a directory source above a sensitive tree that
+// exists carries it into the jail (a bind of /var carries
+// /var/lib/docker); one above a tree this host lacks, or beside one, does
+// not. (This host has no /var/lib/docker: the trees are the test's own.)
+func TestHoldsSensitive(t *testing.T) {
+	dir := t.TempDir()
+	docker := filepath.Join(dir, "var", "lib", "docker")
+	require.NoError(t, os.MkdirAll(docker, 0o700))
+	trees := []string{docker, filepath.Join(dir, "var", "lib", "kubelet")}
+	assert.Equal(t, "holds "+docker, holdsSensitive(filepath.Join(dir, "var"), trees))
+	assert.Equal(t, "holds "+docker, holdsSensitive(filepath.Join(dir, "var", "lib"), trees))
+	assert.Empty(t, holdsSensitive(filepath.Join(dir, "var", "lib", "dock"), trees), "a prefix of a name is not a parent")
+	assert.Empty(t, holdsSensitive(filepath.Join(dir, "srv"), trees))
+	require.NoError(t, os.RemoveAll(docker))
+	assert.Empty(t, holdsSensitive(filepath.Join(dir, "var"), trees), "a tree this host lacks")
+}

@@ -94,7 +94,7 @@ func OpenSource(unsafePath string, allow func(hostPath string) bool, table func(
 		what = holdsCredentials(int(f.Fd()))
 	}
 	if what == "" && s.Dir {
-		what = holdsSensitive(real)
+		what = holdsSensitive(real, sensitiveTrees)
 	}
 	if what == "" {
 		return s, nil
@@ -121,11 +121,11 @@ func holdsCredentials(dirfd int) string {
 	return ""
 }
 
-// holdsSensitive says which sensitive tree lies below the directory
-// hostPath (a bind of /var carries /var/lib/docker), as a phrase for the
-// error message; "" when none does.
-func holdsSensitive(hostPath string) string {
-	for _, t := range sensitiveTrees {
+// holdsSensitive says which of trees (the sensitive ones) lies below the
+// directory hostPath (a bind of /var carries /var/lib/docker), as a
+// phrase for the error message; "" when none does.
+func holdsSensitive(hostPath string, trees []string) string {
+	for _, t := range trees {
 		if strings.HasPrefix(t, hostPath+"/") {
 			if _, err := os.Lstat(t); err == nil {
 				return "holds " + t
