@@ -612,23 +612,48 @@ func TestNamespacesInForce(t *testing.T) {
 }
 
 // TestSignalsReachTheJail: a signal to jail is passed to the processes in
-// the jail (README: INT, TERM, HUP, QUIT), which may handle it.
+// the jail (README: INT, TERM, HUP, QUIT), which may handle it; jail
+// neither dies of it nor stops passing them on. For `jail run` and for
+// `jail session exec`, which catch them the same way (internal/sigpipe).
 func TestSignalsReachTheJail(t *testing.T) {
-	c := jailCmd(t.Context(), "run", "--profile", "strict", "--", "sh", "-c",
-		`trap 'echo got TERM; exit 3' TERM; echo ready; sleep 30 & wait`)
-	stdout, err := c.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, c.Start())
-	buf := make([]byte, 6)
-	_, err = io.ReadFull(stdout, buf)
-	require.NoError(t, err)
-	require.Equal(t, "ready\n", string(buf))
-	require.NoError(t, c.Process.Signal(syscall.SIGTERM))
-	rest, err := io.ReadAll(stdout)
-	require.NoError(t, err)
-	_ = c.Wait()
-	assert.Equal(t, "got TERM\n", string(rest))
-	assert.Equal(t, 3, c.ProcessState.ExitCode(), "the workload's own exit code after handling the signal")
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--profile", "strict"))
+	defer sessOK(t, dir, "rm", id)
+	for _, how := range []struct {
+		name string
+		args []string
+	}{
+		{"run", []string{"run", "--profile", "strict", "--"}},
+		{"session exec", []string{"session", "exec", "--state-dir", dir, id, "--"}},
+	} {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+			name := unix.SignalName(sig)[3:]
+			t.Run(how.name+"/"+name, func(t *testing.T) {
+				// Each signal twice: the second shows jail still passes them on.
+				c := jailCmd(t.Context(), append(how.args, "sh", "-c",
+					`n=0; trap 'n=$((n+1)); echo got `+name+` $n; [ $n = 2 ] && exit 3' `+name+`; echo ready; while :; do sleep 30 & wait; done`)...)
+				stdout, err := c.StdoutPipe()
+				require.NoError(t, err)
+				require.NoError(t, c.Start())
+				defer func() { _ = c.Process.Kill(); _ = c.Wait() }()
+				r := bufio.NewReader(stdout)
+				line, err := r.ReadString('\n')
+				require.NoError(t, err)
+				require.Equal(t, "ready\n", line)
+				for i := 1; i <= 2; i++ {
+					require.NoError(t, c.Process.Signal(sig))
+					line, err = r.ReadString('\n')
+					require.NoError(t, err)
+					assert.Equal(t, fmt.Sprintf("got %s %d\n", name, i), line)
+				}
+				rest, err := io.ReadAll(r)
+				require.NoError(t, err)
+				assert.Empty(t, string(rest))
+				_ = c.Wait()
+				assert.Equal(t, 3, c.ProcessState.ExitCode(), "the workload's own exit code after handling the signals")
+			})
+		}
+	}
 }
 
 // termState is what a workload handed a terminal could change and leave

@@ -22,6 +22,7 @@ import (
 	"github.com/jailrt/jail/backend/docker"
 	"github.com/jailrt/jail/backend/k8s"
 	"github.com/jailrt/jail/internal/hostfs"
+	"github.com/jailrt/jail/internal/sigpipe"
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/netns"
 	"github.com/jailrt/jail/profiles"
@@ -541,12 +542,15 @@ func runCmd(cmd *cobra.Command, f *runFlags, c *jail.Cmd, stdout, stderr io.Writ
 	}
 
 	// Signals to jail go to every process in the jail; the timeout still
-	// applies to a workload that ignores them. They are never stopped:
-	// jail exits once this returns, and signal.Stop (~0.09 ms) would only
-	// open a window in which a signal kills jail instead of being passed to
-	// a jail that has ended (the pidfd makes that a no-op).
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	// applies to a workload that ignores them. They are caught by
+	// sigpipe, not os/signal (0.3 ms less a run: internal/sigpipe), and
+	// never released: jail exits once this returns, and a release would
+	// only open a window in which a signal kills jail instead of being
+	// passed to a jail that has ended (the pidfd makes that a no-op).
+	sigs, err := sigpipe.Catch(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	if err != nil {
+		return &exitError{code: jail.ExitSetupError, msg: err.Error()}
+	}
 
 	if term != nil && term.fd == int(os.Stdin.Fd()) && stdin == "-" {
 		// Every key goes to the jail's terminal; the caller's is put back
@@ -556,18 +560,21 @@ func runCmd(cmd *cobra.Command, f *runFlags, c *jail.Cmd, stdout, stderr io.Writ
 		}
 		defer term.restore()
 	}
+	var winches chan os.Signal
 	if f.tty {
-		signal.Notify(sigs, winch)
+		winches = make(chan os.Signal, 1)
+		signal.Notify(winches, winch)
 	}
 	runErr := c.Start()
 	if runErr == nil {
 		go func() {
-			for s := range sigs {
-				if s == winch {
+			for {
+				select {
+				case s := <-sigs:
+					_ = c.Signal(s)
+				case <-winches:
 					_ = c.Resize(term.size())
-					continue
 				}
-				_ = c.Signal(s)
 			}
 		}()
 		runErr = c.Wait()
