@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -199,6 +200,46 @@ func TestSessionExecTimeoutKillsTheCommand(t *testing.T) {
 	assert.Equal(t, 124, r.code, r.stderr)
 	assert.Equal(t, "jail:init\nps\n", sessOK(t, dir, "exec", id, "--", "ps", "-e", "-o", "comm="),
 		"nothing of the timed-out command is left, not even a zombie")
+}
+
+// TestSessionExecEndEndsItsGroup: what a command leaves running in its
+// process group ends with it, with the session's cgroup (root) or without
+// one (unprivileged here), where it used to run on.
+func TestSessionExecEndEndsItsGroup(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	assert.Equal(t, "hi\n", sessOK(t, dir, "exec", id, "--", "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo hi"))
+	assert.Equal(t, "jail:init\nps\n", sessOK(t, dir, "exec", id, "--", "ps", "-e", "-o", "comm="),
+		"the command's background process ended with it")
+}
+
+// TestSessionExecKilledEndsItsCommand: a `jail session exec` killed with
+// SIGKILL (a crashed server, an OOM-killed caller) ends its command with
+// its process group, as a timeout does. Its helper used to die with it,
+// of its parent-death signal, and leave the command's children running
+// in the session with no one to enforce their timeout.
+func TestSessionExecKilledEndsItsCommand(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	c := jailCmd(t.Context(), "session", "exec", "--state-dir", dir, "--timeout", "0", id, "--", "sh", "-c", "sleep 60 & sleep 61 & echo ready; wait")
+	stdout, err := c.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, c.Start())
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
+	require.NoError(t, c.Process.Kill())
+	_ = c.Wait()
+	left := ""
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if left = sessOK(t, dir, "exec", id, "--", "ps", "-e", "-o", "comm="); left == "jail:init\nps\n" {
+			break
+		}
+	}
+	assert.Equal(t, "jail:init\nps\n", left, "nothing of the killed exec's command is left")
+	assert.Equal(t, "running", inspect(t, dir, id).State, "the session goes on")
 }
 
 func TestSessionOOMIsTheCommands(t *testing.T) {

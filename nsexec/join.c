@@ -65,6 +65,14 @@ int run_join(struct plan *p, const char **step)
 		{"terminal", open_terminal, 0, 0},
 	};
 	if (RUN_STEPS(steps, p, step) < 0) return -1;
+	/* From here on this process outlives its parent: killed with it (the
+	 * parent-death SIGKILL the spawn set), it would leave the joined
+	 * process's children running in the session, unsupervised and past
+	 * their timeout. reap_workload's loop sees the sync socket hang up
+	 * instead and kills the joined process's group first. Before this a
+	 * parent's death kills us with nothing started. */
+	*step = "parent-death signal";
+	if (prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) < 0) return -1;
 	*step = "reap workload";
 	return reap_workload(p);
 }

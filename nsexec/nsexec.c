@@ -203,6 +203,16 @@ int reap_workload(struct plan *p)
 			continue;
 		}
 		pid_t r;
+		if (p->flags & PLAN_JOIN) {
+			/* A joined process that ended takes its process group
+			 * with it, as its timeout does: without the command's own
+			 * cgroup nothing else would end what it left running (and
+			 * the caller would wait for whatever holds its output).
+			 * Before the reap, so the group's id cannot be reused. */
+			siginfo_t ws = {0};
+			if (waitid(P_PID, (id_t)pid, &ws, WEXITED | WNOHANG | WNOWAIT) == 0 && ws.si_pid == pid)
+				kill(-pid, SIGKILL);
+		}
 		while ((r = waitpid(-1, &status, WNOHANG)) > 0)
 			if (r == pid) {
 				if (fds[2].fd >= 0) serve_notifications(p, lfd, pid, 1);
