@@ -96,8 +96,14 @@ if [[ -z "$jail_bin" ]]; then
 	"$repo/build.sh" -o "$tmp/jail"
 	jail_bin="$tmp/jail"
 fi
-# benchrun resolves commands in PATH; make a relative path explicit.
-[[ "$jail_bin" == */* ]] || jail_bin="./$jail_bin"
+# How a binary's pages came into the page cache moves its start by up to
+# 0.15x the floor (bench/README.md, "The binary's page cache"): the same
+# bytes run faster written by the linker or by cp than read back by exec's
+# page faults after an eviction. Every jail measured is therefore a copy
+# made here, so that all are alike (and like a binary just installed).
+jail_src="$jail_bin"
+cp "$jail_bin" "$tmp/jail-measured"
+jail_bin="$tmp/jail-measured"
 
 # A strict session for the join: made once, removed on exit.
 session="$("$jail_bin" session create --state-dir "$tmp/sessions" --profile strict)"
@@ -110,7 +116,8 @@ contenders=(
 # flight into one session ask something else of it).
 tcontenders=("${contenders[@]:0:4}")
 if [[ -n "$before" ]]; then
-	[[ "$before" == */* ]] || before="./$before"
+	cp "$before" "$tmp/jail-before"
+	before="$tmp/jail-before"
 	contenders+=(-c "jail-before=$before run --profile strict -- /bin/true")
 	tcontenders+=(-c "jail-before=$before run --profile strict -- /bin/true")
 fi
@@ -135,7 +142,7 @@ fi
 echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "kernel:  $(uname -r)"
 echo "cpu:     $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1) x $(nproc)"
-echo "jail:    $jail_bin ($("$jail_bin" version 2>/dev/null || echo 'version unknown'))"
+echo "jail:    $jail_src, copied ($("$jail_bin" version 2>/dev/null || echo 'version unknown'))"
 if command -v bwrap >/dev/null; then
 	echo "bwrap:   $(bwrap --version)"
 fi
