@@ -189,29 +189,40 @@ func TestSessionExecTimeoutKillsWhatItStarted(t *testing.T) {
 	assert.Equal(t, "ok\n", sessOK(t, dir, "exec", id, "--", "echo", "ok"))
 }
 
-// TestSessionExecTimeoutKillsTheCommand: a command that times out, in a
-// session with or without a cgroup, is gone with its process group
-// (SIGKILL of its helper alone left it running, reparented out of reach).
-func TestSessionExecTimeoutKillsTheCommand(t *testing.T) {
+// TestSessionExecEndsItsGroup: a command that times out, or simply ends,
+// is gone with its process group, in a session with or without a cgroup.
+// SIGKILL of its helper alone left a timed-out one running, reparented out
+// of reach; an ended one's background processes ran on without a cgroup.
+func TestSessionExecEndsItsGroup(t *testing.T) {
 	dir := sessionDir(t)
 	id := strings.TrimSpace(sessOK(t, dir, "create"))
 	defer sess(t, dir, "rm", id)
-	r := sess(t, dir, "exec", "--timeout", "300ms", id, "--", "sh", "-c", "sleep 60 & sleep 61")
-	assert.Equal(t, 124, r.code, r.stderr)
-	assert.Equal(t, "jail:init\nps\n", sessOK(t, dir, "exec", id, "--", "ps", "-e", "-o", "comm="),
-		"nothing of the timed-out command is left, not even a zombie")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"timeout", []string{"--timeout", "300ms", id, "--", "sh", "-c", "sleep 60 & sleep 61"}, 124, ""},
+		{"end", []string{id, "--", "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo hi"}, 0, "hi\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sess(t, dir, "exec", tc.args...)
+			assert.Equal(t, tc.code, r.code, r.stderr)
+			assert.Equal(t, tc.out, r.stdout)
+			assert.Equal(t, onlyPID1, sessionProcs(t, dir, id), "nothing of the command is left, not even a zombie")
+		})
+	}
 }
 
-// TestSessionExecEndEndsItsGroup: what a command leaves running in its
-// process group ends with it, with the session's cgroup (root) or without
-// one (unprivileged here), where it used to run on.
-func TestSessionExecEndEndsItsGroup(t *testing.T) {
-	dir := sessionDir(t)
-	id := strings.TrimSpace(sessOK(t, dir, "create"))
-	defer sess(t, dir, "rm", id)
-	assert.Equal(t, "hi\n", sessOK(t, dir, "exec", id, "--", "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo hi"))
-	assert.Equal(t, "jail:init\nps\n", sessOK(t, dir, "exec", id, "--", "ps", "-e", "-o", "comm="),
-		"the command's background process ended with it")
+// onlyPID1 is what sessionProcs gives for a session running nothing.
+const onlyPID1 = "jail:init\nps\n"
+
+// sessionProcs lists the names of the processes in session id, as ps in it
+// sees them (itself last).
+func sessionProcs(t *testing.T, dir, id string) string {
+	t.Helper()
+	return sessOK(t, dir, "exec", id, "--", "ps", "-e", "-o", "comm=")
 }
 
 // TestSessionExecKilledEndsItsCommand: a `jail session exec` killed with
@@ -234,11 +245,11 @@ func TestSessionExecKilledEndsItsCommand(t *testing.T) {
 	_ = c.Wait()
 	left := ""
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if left = sessOK(t, dir, "exec", id, "--", "ps", "-e", "-o", "comm="); left == "jail:init\nps\n" {
+		if left = sessionProcs(t, dir, id); left == onlyPID1 {
 			break
 		}
 	}
-	assert.Equal(t, "jail:init\nps\n", left, "nothing of the killed exec's command is left")
+	assert.Equal(t, onlyPID1, left, "nothing of the killed exec's command is left")
 	assert.Equal(t, "running", inspect(t, dir, id).State, "the session goes on")
 }
 
