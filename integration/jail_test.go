@@ -656,6 +656,38 @@ func TestSignalsReachTheJail(t *testing.T) {
 	}
 }
 
+// TestSignalsDuringSpawn: signals sent to jail's process group while it
+// spawns its stage (a terminal's SIGWINCH on every resize) never hang it.
+// The stage's clone shares jail's memory until its execve, and it opened
+// its signal mask with jail's handlers still installed: a Go runtime
+// handler run there ran on jail's state, and jail hung for good (8 of 40
+// runs under a stream of SIGWINCH, in a review).
+func TestSignalsDuringSpawn(t *testing.T) {
+	for i := range 40 {
+		c := exec.Command(jailBin, "run", "--profile", "strict", "--", "true")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		require.NoError(t, c.Start())
+		done := make(chan error, 1)
+		go func() { done <- c.Wait() }()
+		var err error
+		timeout := time.After(10 * time.Second)
+	storm:
+		for {
+			select {
+			case err = <-done:
+				break storm
+			case <-timeout:
+				_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+				<-done
+				t.Fatalf("run %d: jail hung under SIGWINCH", i)
+			default:
+				_ = syscall.Kill(-c.Process.Pid, syscall.SIGWINCH)
+			}
+		}
+		require.NoError(t, err, "run %d", i)
+	}
+}
+
 // termState is what a workload handed a terminal could change and leave
 // behind.
 type termState struct {

@@ -9,11 +9,17 @@ package sigpipe
 #include <unistd.h>
 
 static int sigpipe_fd = -1;
+static pid_t sigpipe_owner;
 
 // The handler: async-signal-safe, errno kept. A full pipe drops the
-// signal, as os/signal drops one for a full channel.
+// signal, as os/signal drops one for a full channel. It does nothing in
+// another process that shares this one's memory before its execve (a
+// clone(CLONE_VM) child, whose copy of the pipe is still open): that
+// child resets its handlers first (nsexec's spawn.c), this is the second
+// guard.
 static void sigpipe_handler(int sig)
 {
+	if (getpid() != sigpipe_owner) return;
 	int saved = errno;
 	unsigned char b = (unsigned char)sig;
 	ssize_t n = write(sigpipe_fd, &b, 1);
@@ -29,6 +35,7 @@ static int sigpipe_catch(int fd, int sig)
 	sa.sa_flags = SA_ONSTACK | SA_RESTART;
 	sigfillset(&sa.sa_mask);
 	sigpipe_fd = fd;
+	sigpipe_owner = getpid();
 	return sigaction(sig, &sa, NULL) == 0 ? 0 : errno;
 }
 */
