@@ -157,6 +157,21 @@ int reap_workload(struct plan *p)
 	struct exec_failure f;
 	ssize_t n;
 	for (;;) { /* the listener (if any), then EOF at execve or a failure */
+		if (p->flags & PLAN_JOIN) {
+			/* A joined process's helper no longer dies with its parent
+			 * (join.c): a parent gone before the workload's execve (a
+			 * workload stuck in its set-up, or stopped) ends it here. */
+			struct pollfd w[2] = {{ep[0], POLLIN, 0}, {SYNC_FD, POLLIN, 0}};
+			if (poll(w, 2, -1) < 0) {
+				if (errno == EINTR) continue;
+				return -1;
+			}
+			if (w[1].revents && !w[0].revents) {
+				kill(pid, SIGKILL);
+				waitpid(pid, NULL, 0);
+				_exit(1);
+			}
+		}
 		union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } c;
 		struct iovec iov = {&f, sizeof f};
 		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf};
@@ -188,7 +203,10 @@ int reap_workload(struct plan *p)
 		if (poll(fds, 3, -1) < 0) { if (errno == EINTR) continue; return -1; }
 		if (fds[2].revents && serve_notifications(p, lfd, pid, 0) < 0) fds[2].fd = -1; /* the filter is unused */
 		if (fds[1].revents) { /* the parent went away (or spoke out of turn): end the jail, or the joined process */
-			if (p->flags & PLAN_JOIN) kill(-pid, SIGKILL);
+			if (p->flags & PLAN_JOIN) {
+				kill(-pid, SIGKILL);
+				waitpid(pid, NULL, 0); /* not a zombie left for the host's init */
+			}
 			_exit(1);
 		}
 		if (!(fds[0].revents & POLLIN)) continue;
