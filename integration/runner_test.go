@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -336,4 +337,45 @@ func TestRunnerErrors(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 		assert.Contains(t, r.stderr, tc.want)
 	}
+}
+
+// TestRunnerInterruptedCompile: SIGINT to jail while a runner compiles
+// ends the compile and jail (130, "interrupted while compiling"), and the
+// code's directory goes with them.
+func TestRunnerInterruptedCompile(t *testing.T) {
+	dir := hostDir(t)
+	profile := filepath.Join(dir, "slow.yaml")
+	require.NoError(t, os.WriteFile(profile, []byte(`extends: strict
+runner:
+  language: slow
+  source: main.sh
+  compile: [sh, /code/main.sh, /tmp/out]
+  artifact: /tmp/out
+  run: ["true"]
+  version: ["true"]
+`), 0o644))
+	code := filepath.Join(dir, "main.sh")
+	require.NoError(t, os.WriteFile(code, []byte("echo compiling >&2; sleep 30\n"), 0o644))
+	args := []string{"run", "--profile", profile, "--code", code}
+	if unprivileged {
+		args = append(args, "--allow-unenforced")
+	}
+	before := codeDirs(t)
+	c := jailCmd(t.Context(), args...)
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	require.NoError(t, c.Start())
+	deadline := time.Now().Add(20 * time.Second)
+	for len(codeDirs(t)) == len(before) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Greater(t, len(codeDirs(t)), len(before), "the code's directory was made")
+	time.Sleep(200 * time.Millisecond) // the compile runs
+	require.NoError(t, c.Process.Signal(syscall.SIGINT))
+	err := c.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, stderr.String())
+	assert.Equal(t, 130, ee.ExitCode(), stderr.String())
+	assert.Contains(t, stderr.String(), "interrupted while compiling")
+	assert.Equal(t, before, codeDirs(t), "the code's directory is removed")
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/internal/hostfs"
+	"github.com/jailrt/jail/internal/sigpipe"
 	"github.com/jailrt/jail/profiles"
 	"github.com/jailrt/jail/runner"
 )
@@ -62,16 +62,22 @@ func runCode(cmd *cobra.Command, f *runFlags, p *profiles.Profile, spec jail.Spe
 }
 
 // interruptible is ctx, canceled by SIGINT, SIGTERM or SIGHUP until the
-// function it returns is called, which says which signal came (0: none)
-// and stops catching them: a compile or a judge ends, and its directory
-// is removed, instead of jail dying with them left behind.
+// function it returns is called, which says which signal came (0: none):
+// a compile or a judge ends, and its directory is removed, instead of jail
+// dying with them left behind. The signals stay caught after (sigpipe has
+// no release): one that comes between the compile and the run waits on
+// the channel runCmd forwards from, instead of killing jail in between.
 func interruptible(ctx context.Context) (context.Context, func() syscall.Signal) {
+	sigs, err := sigpipe.Catch(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	if err != nil {
+		// Not caught: a signal ends jail as it would without this.
+		return ctx, func() syscall.Signal { return 0 }
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	var got atomic.Int32
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		select {
 		case s := <-sigs:
 			got.Store(int32(s.(syscall.Signal)))
@@ -80,8 +86,8 @@ func interruptible(ctx context.Context) (context.Context, func() syscall.Signal)
 		}
 	}()
 	return ctx, func() syscall.Signal {
-		signal.Stop(sigs)
 		close(done)
+		<-exited // a signal it took is in got
 		return syscall.Signal(got.Load())
 	}
 }
