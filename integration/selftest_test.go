@@ -152,7 +152,7 @@ func TestSelftestWeakened(t *testing.T) {
 			"network_reach": "fail", "network_interfaces": "warn", "seccomp_mode": "warn", "userns_nesting": "fail", "isolation": "warn",
 		}},
 		{"no pidns", []string{"--no-pidns"}, map[string]string{"host_pids": "fail", "isolation": "warn"}},
-		{"no mountns", []string{"--no-mountns"}, map[string]string{"host_file_read": "fail", "host_pids": "fail", "isolation": "warn", "landlock": "warn"}},
+		{"no mountns", []string{"--no-mountns"}, map[string]string{"host_file_read": "fail", "host_pids": "fail", "isolation": "warn", "landlock": "warn", "proc_masks": "warn"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
