@@ -1023,6 +1023,19 @@ func (c *Cmd) joinSteps() []hostStep {
 			if c.files {
 				return c.spawn(nsexec.FilesArg0, files)
 			}
+			if c.cg != nil {
+				// For the helper, should this process die while the
+				// command runs: then it ends the command's cgroup, not
+				// only its process group.
+				f, err := c.cg.KillFile()
+				if err != nil {
+					return err
+				}
+				if f != nil {
+					files = append(files, f)
+					c.l.plan.Flags |= nsexec.FlagJoinKill
+				}
+			}
 			return c.spawn(nsexec.ExecArg0, files)
 		}, undo: c.abort},
 		{name: "ready", do: c.awaitReady},

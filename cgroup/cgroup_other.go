@@ -31,6 +31,9 @@ func PruneEmpty(Options, string, time.Duration) ([]string, error) { return nil, 
 // FD returns -1.
 func (g *Group) FD() int { return -1 }
 
+// KillFile returns an error matching [errors.ErrUnsupported].
+func (g *Group) KillFile() (*os.File, error) { return nil, errNotLinux }
+
 // Attach returns an error matching [errors.ErrUnsupported].
 func (g *Group) Attach(int) error { return errNotLinux }
 

@@ -315,6 +315,31 @@ func (g *Group) AttachFiles() ([]*os.File, error) {
 	return files, nil
 }
 
+// KillFile opens the group's cgroup2 cgroup.kill for writing, for a
+// process that must be able to end the group after this one is gone (a
+// session command's helper, when its parent dies): writing "1" to it
+// SIGKILLs every process in the group and its children, the writer too if
+// it is one of them. The permission check is this process's, at the open.
+// It returns nil, nil if the group has no cgroup2 directory, or on a
+// kernel without cgroup.kill (before Linux 5.14).
+func (g *Group) KillFile() (*os.File, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d := g.v2Dir()
+	if d == nil {
+		return nil, nil
+	}
+	p := path.Join(d.path, "cgroup.kill")
+	fd, err := openRetry(p, unix.O_WRONLY|unix.O_CLOEXEC)
+	if err == unix.ENOENT {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
 // Verify returns nil if process pid is in the group in every hierarchy,
 // and otherwise an error naming the first directory it is not in.
 func (g *Group) Verify(pid int) error {

@@ -86,6 +86,33 @@ func TestSubMeasuresAndKillsApart(t *testing.T) {
 	}
 }
 
+// TestKillFile: "1" written to the file KillFile opened kills what runs in
+// the group, with the group's own handle closed (a session command's
+// helper writes it after its parent died).
+func TestKillFile(t *testing.T) {
+	requireRoot(t)
+	g := newGroup(t, Limits{PidsMax: 64}, Options{})
+	f, err := g.KillFile()
+	require.NoError(t, err)
+	if g.v2Dir() == nil {
+		assert.Nil(t, f, "no cgroup2 directory, no cgroup.kill")
+		return
+	}
+	require.NotNil(t, f, "a cgroup2 directory on Linux 5.14 or later has cgroup.kill")
+	defer f.Close()
+	c := startIn(t, g, nil, "/bin/sh", "-c", `read x; echo started; setsid sleep 1000 & sleep 1000`)
+	c.release(t)
+	require.Equal(t, "started", c.readLine(t))
+	g.Close()
+	_, err = f.Write([]byte("1"))
+	require.NoError(t, err)
+	assert.ErrorContains(t, c.cmd.Wait(), "signal: killed")
+	require.Eventually(t, func() bool {
+		pids, err := g.Procs()
+		return err == nil && len(pids) == 0
+	}, 5*time.Second, 10*time.Millisecond, "the setsid'd sleep is killed too")
+}
+
 // TestLoadRefusesWhatIsNotTheGroup: Load takes back what State saved, and
 // refuses a state pointing anywhere else.
 func TestLoadRefusesWhatIsNotTheGroup(t *testing.T) {

@@ -182,7 +182,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 		if ((p->flags & (PLAN_MOUNTNS | PLAN_SESSION | PLAN_INITRAMFS)) || p->attach || nm || p->hostname || ns ||
 		    p->source_fds || !p->join_ns || (p->join_ns & ~JOINABLE_NS))
 			return -1;
-	} else if (p->join_ns) {
+	} else if (p->join_ns || (p->flags & PLAN_JOIN_KILL)) {
 		return -1;
 	}
 	if (nm > PLAN_MAX_ITEMS || nl > PLAN_MAX_ITEMS) return -1;

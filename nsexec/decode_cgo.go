@@ -86,6 +86,7 @@ var cConstants = map[string]int64{
 	"TAG_JOIN":                   C.TAG_JOIN,
 	"PLAN_NO_GO":                 C.PLAN_NO_GO,
 	"PLAN_PREFORK":               C.PLAN_PREFORK,
+	"PLAN_JOIN_KILL":             C.PLAN_JOIN_KILL,
 	"TAG_SYSCTL":                 C.TAG_SYSCTL,
 	"MAX_SYSCTLS":                C.MAX_SYSCTLS,
 	"JOINABLE_NS":                C.JOINABLE_NS,

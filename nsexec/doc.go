@@ -56,9 +56,11 @@
 //
 // A command of a session is "jail:exec" with a join plan (FlagJoin): the
 // same pipes and messages, no mounts; its extra descriptors are a pidfd of
-// the session's PID 1 and, with FlagTimeNS, PID 1's time_for_children. It
-// enters the namespaces with setns(pidfd), forks the process into the
-// jail's PID namespace and reports on it as PID 1 does for a run.
+// the session's PID 1, with FlagTimeNS PID 1's time_for_children, and with
+// FlagJoinKill the process's cgroup.kill. It enters the namespaces with
+// setns(pidfd), forks the process into the jail's PID namespace and
+// reports on it as PID 1 does for a run. EOF on its sync socket while the
+// process runs kills the process's group, then its cgroup.
 //
 // The sync socket is SOCK_SEQPACKET, so every message is one datagram of
 // [MsgSize] bytes; a descriptor rides on MsgPTY, and on MsgReady with

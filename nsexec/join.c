@@ -30,9 +30,38 @@ static int join_time(struct plan *p)
 }
 
 
+/* join_ns_fds is how many of the extra descriptors are namespaces: the
+ * pidfd, and time_for_children with PLAN_TIMENS. */
+uint32_t join_ns_fds(const struct plan *p)
+{
+	return (p->flags & PLAN_TIMENS) ? 2 : 1;
+}
+
+/* kill_fd is the joined process's cgroup2 cgroup.kill (PLAN_JOIN_KILL),
+ * or -1. The workload does not inherit it: it closes every descriptor
+ * above its stdio and error channel before its execve (workload.c). */
+static int kill_fd = -1;
+
+/* close_join_fds closes the namespaces once joined, and keeps cgroup.kill. */
 static int close_join_fds(struct plan *p)
 {
-	return (int)syscall(SYS_close_range, EXTRA_FD(p), EXTRA_FD(p) + extra_fds(p) - 1, 0);
+	if (p->flags & PLAN_JOIN_KILL) kill_fd = EXTRA_FD(p) + (int)join_ns_fds(p);
+	return (int)syscall(SYS_close_range, EXTRA_FD(p), EXTRA_FD(p) + join_ns_fds(p) - 1, 0);
+}
+
+/* end_joined ends the joined process pid when the parent went away: its
+ * process group (pid is its leader from its first instruction on, see
+ * run_workload), reaped so it is no zombie left to the host's init; then,
+ * with PLAN_JOIN_KILL, everything in its cgroup, which is what left the
+ * group with setsid, and this helper, which is in it too. Without that
+ * descriptor those run on in the session until it ends. */
+void end_joined(pid_t pid)
+{
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	if (kill_fd >= 0) (void)!write(kill_fd, "1", 1);
+	_exit(1);
 }
 
 static int require_join(struct plan *p)

@@ -166,11 +166,7 @@ int reap_workload(struct plan *p)
 				if (errno == EINTR) continue;
 				return -1;
 			}
-			if (w[1].revents && !w[0].revents) {
-				kill(pid, SIGKILL);
-				waitpid(pid, NULL, 0);
-				_exit(1);
-			}
+			if (w[1].revents && !w[0].revents) end_joined(pid);
 		}
 		union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } c;
 		struct iovec iov = {&f, sizeof f};
@@ -203,10 +199,7 @@ int reap_workload(struct plan *p)
 		if (poll(fds, 3, -1) < 0) { if (errno == EINTR) continue; return -1; }
 		if (fds[2].revents && serve_notifications(p, lfd, pid, 0) < 0) fds[2].fd = -1; /* the filter is unused */
 		if (fds[1].revents) { /* the parent went away (or spoke out of turn): end the jail, or the joined process */
-			if (p->flags & PLAN_JOIN) {
-				kill(-pid, SIGKILL);
-				waitpid(pid, NULL, 0); /* not a zombie left for the host's init */
-			}
+			if (p->flags & PLAN_JOIN) end_joined(pid);
 			_exit(1);
 		}
 		if (!(fds[0].revents & POLLIN)) continue;
@@ -320,7 +313,7 @@ int read_record(int fd, struct plan *p, int process)
 uint32_t extra_fds(const struct plan *p)
 {
 	if (p->flags & PLAN_SESSION) return 1; /* the control socket */
-	if (p->flags & PLAN_JOIN) return (p->flags & PLAN_TIMENS) ? 2 : 1; /* pidfd, time_for_children */
+	if (p->flags & PLAN_JOIN) return join_ns_fds(p) + ((p->flags & PLAN_JOIN_KILL) ? 1 : 0); /* then cgroup.kill */
 	return 0;
 }
 

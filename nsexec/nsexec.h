@@ -21,7 +21,8 @@
 #define MAX_SOURCE_FDS 512
 #define MAX_SYSCTLS 8 /* sysctls one plan writes (TAG_SYSCTL) */
 /* After the sources: a session's control socket, or a join helper's pidfd
- * of the jail's PID 1 (then its time_for_children with PLAN_TIMENS). */
+ * of the jail's PID 1 (then its time_for_children with PLAN_TIMENS, then
+ * its process's cgroup.kill with PLAN_JOIN_KILL). */
 #define EXTRA_FD(p) SOURCE_FD(p, (p)->source_fds + 1)
 
 #define PLAN_MAGIC 0x314c504aU /* "JPL1" little endian: the jail */
@@ -47,6 +48,8 @@
 #define PLAN_NO_GO 0x4000     /* after READY, go on without waiting for GO: the process plan is in the pipe */
 #define PLAN_PREFORK 0x8000   /* after READY, fork the workload from the process plan in the pipe; it sets itself up,
 			       * then waits on the pipe for the process it runs (argv, env, cwd, path) */
+#define PLAN_JOIN_KILL 0x10000 /* a join helper's last extra descriptor: its process's cgroup.kill, written if the
+				* parent goes away while the process runs */
 #define PROCESS_FLAGS (PLAN_SETGROUPS | PLAN_TTY) /* the flags a process plan carries */
 /* What a join plan may enter with setns(pidfd): CLONE_NEWNS|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET. */
 #define JOINABLE_NS 0x7c020000U

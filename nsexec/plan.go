@@ -62,6 +62,12 @@ const (
 	// and cwd, then changes directory, loads the filter and execs. For a
 	// prepared jail: what is left at its release is those three.
 	FlagPrefork Flags = 0x8000
+	// FlagJoinKill: a join helper's last extra descriptor is its
+	// process's cgroup2 cgroup.kill, opened for writing by the parent. If
+	// the parent goes away while the process runs, the helper kills the
+	// process's group and then writes "1" to it: what left the group with
+	// setsid dies too (the helper with it).
+	FlagJoinKill Flags = 0x10000
 
 	// processFlags are the flags of a Process; the others are a Plan's.
 	processFlags = FlagSetgroups | FlagTTY
@@ -371,6 +377,8 @@ func (p *Plan) Encode() ([]byte, error) {
 		}
 	} else if p.JoinNS != 0 {
 		return nil, errors.New("plan has namespaces to join but is no join plan")
+	} else if p.Flags&FlagJoinKill != 0 {
+		return nil, errors.New("plan has a join helper's cgroup.kill but is no join plan")
 	}
 	if len(p.Sysctls) > 0 && p.Flags&FlagJoin != 0 {
 		return nil, errors.New("a join plan writes no sysctls: it makes no network namespace")

@@ -29,6 +29,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"PLAN_NETFILTER":             int64(FlagNetfilter),
 		"PLAN_NO_GO":                 int64(FlagNoGo),
 		"PLAN_PREFORK":               int64(FlagPrefork),
+		"PLAN_JOIN_KILL":             int64(FlagJoinKill),
 		"SIG_KILL_JOINED":            int64(KillJoinedSignal),
 		"CTL_DEADLINES":              ctlDeadlines,
 		"CTL_DEADLINES_LEN":          ctlDeadlinesLen,
@@ -115,7 +116,7 @@ func sampleProcess() *Process {
 // sampleJoin is the plan of a helper that joins a session.
 func sampleJoin() *Plan {
 	p := samplePlan()
-	p.Flags = FlagJoin | FlagPIDNS | FlagTimeNS | FlagCgroupNS | FlagSeccompNotify
+	p.Flags = FlagJoin | FlagPIDNS | FlagTimeNS | FlagCgroupNS | FlagSeccompNotify | FlagJoinKill
 	p.JoinNS = CloneNewUser | CloneNewNS | CloneNewPID
 	p.Attach, p.AttachSrc, p.Root, p.Mounts, p.Hostname, p.Sources = "", 0, Mount{}, nil, "", 0
 	return p
@@ -176,6 +177,7 @@ func TestEncodeRejects(t *testing.T) {
 		{"a deadline of part of a millisecond", func(p *Plan) { p.Flags |= FlagSession; p.TTL = time.Second + time.Microsecond }},
 		{"namespaces to join without a join plan", func(p *Plan) { p.JoinNS = CloneNewPID }},
 		{"a join plan with mounts", func(p *Plan) { p.Flags |= FlagJoin; p.JoinNS = CloneNewPID }},
+		{"cgroup.kill without a join plan", func(p *Plan) { p.Flags |= FlagJoinKill }},
 		{"no attach point", func(p *Plan) { p.Attach = "" }},
 		{"no attach source", func(p *Plan) { p.AttachSrc = 0 }},
 		{"a host bind without a source", func(p *Plan) { p.Mounts[0].Src = 0 }},
@@ -230,6 +232,15 @@ func TestDecodeRejectsDamage(t *testing.T) {
 		{"a process record", func(b []byte) []byte {
 			b = append(b, tagArg, 0, 0, 0, 6, 0, 0, 0, 2, 0, 0, 0, 'x', 0)
 			binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-8))
+			return b
+		}},
+		{"cgroup.kill without a join plan", func(b []byte) []byte {
+			for off := 8; off+12 <= len(b); off += 8 + int(binary.LittleEndian.Uint32(b[off+4:])) {
+				if binary.LittleEndian.Uint32(b[off:]) == tagFlags {
+					f := binary.LittleEndian.Uint32(b[off+8:])
+					binary.LittleEndian.PutUint32(b[off+8:], f|uint32(FlagJoinKill))
+				}
+			}
 			return b
 		}},
 		{"record past the end", func(b []byte) []byte {

@@ -50,7 +50,8 @@ const MaxSources = maxSourceFDs
 // ExtraFD is the child's first descriptor after the cgroup files and the
 // host sources: a session's control socket (FlagSession), or a join
 // helper's pidfd of the jail's PID 1, followed by PID 1's
-// time_for_children namespace with FlagTimeNS (FlagJoin).
+// time_for_children namespace with FlagTimeNS, then its process's
+// cgroup.kill with FlagJoinKill (FlagJoin).
 func ExtraFD(cgroupFDs, sources uint32) int { return CgroupFD + int(cgroupFDs) + int(sources) }
 
 // KillJoinedSignal asks a join helper (FlagJoin) to SIGKILL its process's

@@ -110,6 +110,8 @@ int block_signals_step(struct plan *p);
 int wait_for_go(struct plan *p);
 int reap_workload(struct plan *p);
 uint32_t extra_fds(const struct plan *p);
+uint32_t join_ns_fds(const struct plan *p);
+void end_joined(pid_t pid) __attribute__((noreturn));
 extern int failed_op; /* index of the mount op that failed, for the report */
 
 /* mount.c */
