@@ -38,8 +38,9 @@ type Group struct {
 	dirs []*groupDir
 	// fd is an O_PATH fd of the cgroup2 directory, or -1.
 	fd int
-	// cpuFD is the open CPU usage file, or -1.
-	cpuFD      int
+	// kept are the files Stats and CPUUsage read, open from their first
+	// read (-1: the file does not exist); see readKept.
+	kept       map[string]int
 	unenforced []Unenforced
 	// removed is set once every directory is gone.
 	removed bool

@@ -300,6 +300,13 @@ func TestAttach(t *testing.T) {
 func TestStats(t *testing.T) {
 	requireRoot(t)
 	g := newGroup(t, Limits{MemoryMaxBytes: 256 << 20, PidsMax: 64}, Options{})
+	// Read once before: the files stay open (readKept), and the second
+	// read must see what happened since.
+	before, err := g.Stats()
+	require.NoError(t, err)
+	require.NotNil(t, before.Memory)
+	require.NotNil(t, before.Memory.PeakBytes)
+	assert.Less(t, *before.Memory.PeakBytes, int64(1<<20), "an empty group's peak")
 	argv, env := role("hog", "CGROUP_TEST_BYTES="+strconv.Itoa(20<<20))
 	c := startIn(t, g, env, argv...)
 	c.release(t)
@@ -881,6 +888,27 @@ func BenchmarkNewDestroy(b *testing.B) {
 				require.NoError(b, g.Destroy())
 			}
 		})
+	}
+}
+
+// BenchmarkEnd is a run's end with memory and pids limits: its group
+// read for the report (Stats) and removed (Destroy), after a process ran
+// and exited in it. Only that part is timed.
+func BenchmarkEnd(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("creating cgroups needs root")
+	}
+	for b.Loop() {
+		b.StopTimer()
+		g, err := New(Limits{MemoryMaxBytes: 256 << 20, PidsMax: 64}, Options{})
+		require.NoError(b, err)
+		cmd := exec.Command("/bin/true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: g.FD() >= 0, CgroupFD: g.FD()}
+		require.NoError(b, cmd.Run())
+		b.StartTimer()
+		_, err = g.Stats()
+		require.NoError(b, err)
+		require.NoError(b, g.Destroy())
 	}
 }
 

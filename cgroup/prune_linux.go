@@ -94,7 +94,7 @@ func (f *facts) used() []hierarchy {
 func addDir(groups map[string]*Group, name string, h hierarchy, parent, parentCg string) {
 	g := groups[name]
 	if g == nil {
-		g = &Group{fd: -1, cpuFD: -1}
+		g = &Group{fd: -1}
 		groups[name] = g
 	}
 	d := &groupDir{hier: h, path: path.Join(parent, name), cgPath: path.Join(parentCg, name), serves: serves(h)}

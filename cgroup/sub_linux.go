@@ -62,7 +62,7 @@ func (g *Group) Sub(name string) (_ *Group, retErr error) {
 	if g.removed {
 		return nil, errors.New("cgroup: group is destroyed")
 	}
-	sub := &Group{fd: -1, cpuFD: -1}
+	sub := &Group{fd: -1}
 	defer func() {
 		if retErr != nil {
 			_ = sub.Destroy()
@@ -117,7 +117,7 @@ func (g *Group) Child(name string) (*Group, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	sub := &Group{fd: -1, cpuFD: -1}
+	sub := &Group{fd: -1}
 	for _, d := range g.dirs {
 		sd := &groupDir{hier: d.hier, path: path.Join(d.path, name), cgPath: path.Join(d.cgPath, name), serves: d.serves}
 		var st unix.Stat_t
@@ -249,7 +249,7 @@ func (g *Group) State() []DirState {
 // system (statfs), is named name, and its cgroup path ends in its path: a
 // state file is not trusted to point at any other directory.
 func Load(dirs []DirState, name string) (*Group, error) {
-	g := &Group{fd: -1, cpuFD: -1}
+	g := &Group{fd: -1}
 	for i, ds := range dirs {
 		if !path.IsAbs(ds.Path) || path.Clean(ds.Path) != ds.Path || path.Base(ds.Path) != name ||
 			!strings.HasSuffix(ds.Path, ds.Cgroup) || ds.V2 != (i == 0 && ds.V2) {
@@ -279,11 +279,10 @@ func Load(dirs []DirState, name string) (*Group, error) {
 func (g *Group) Close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, fd := range []*int{&g.fd, &g.cpuFD} {
-		if *fd >= 0 {
-			unix.Close(*fd)
-			*fd = -1
-		}
+	g.closeKept()
+	if g.fd >= 0 {
+		_ = unix.Close(g.fd)
+		g.fd = -1
 	}
 }
 
