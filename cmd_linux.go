@@ -595,7 +595,10 @@ func (c *Cmd) makeCgroup(s *Spec, parent *cgroup.Group) ([]*os.File, error) {
 	var err error
 	switch lim := s.limits(); {
 	case parent != nil:
-		g, err = parent.Sub(fmt.Sprintf("exec-%d-%d", os.Getpid(), execSeq.Add(1)))
+		var name string
+		if name, err = cgroup.ChildName("exec-"); err == nil {
+			g, err = parent.Sub(name)
+		}
 	case lim != (cgroup.Limits{}):
 		g, err = cgroup.New(lim, cgroup.Options{Parent: s.CgroupParent, AllowUnenforced: s.AllowUnenforced})
 	default:

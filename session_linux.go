@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -167,9 +166,6 @@ func lockFile(dir string, how int, wait, create bool) (*os.File, error) {
 func PruneSessionCgroups(parent string) ([]string, error) {
 	return cgroup.PruneEmpty(cgroup.Options{Parent: parent}, fmt.Sprintf("jail-session-%d-", os.Geteuid()), time.Minute)
 }
-
-// execSeq numbers the exec cgroups of this process.
-var execSeq atomic.Uint64
 
 // sessionCgroupName names the group of session id of state directory base
 // (Sessions.Dir): never a per-run group's name, which cgroup.Prune would

@@ -85,6 +85,9 @@ func (g *Group) Thaw() error { return errNotLinux }
 // Procs returns an error matching [errors.ErrUnsupported].
 func (g *Group) Procs() ([]int, error) { return nil, errNotLinux }
 
+// ChildName returns an error matching [errors.ErrUnsupported].
+func ChildName(string) (string, error) { return "", errNotLinux }
+
 // ChildNames returns an error off Linux.
 func (g *Group) ChildNames() ([]string, error) { return nil, errNotLinux }
 

@@ -29,8 +29,11 @@ type owner struct {
 
 // name returns the group's directory name:
 // "jail-<pid>-<start time>-<pidns inode>-<seq>".
-func (o owner) name() string {
-	return fmt.Sprintf("%s%d-%d-%d-%d", namePrefix, o.PID, o.StartTime, o.PIDNS, o.Seq)
+func (o owner) name() string { return o.nameWith(namePrefix) }
+
+// nameWith is name with another prefix.
+func (o owner) nameWith(prefix string) string {
+	return fmt.Sprintf("%s%d-%d-%d-%d", prefix, o.PID, o.StartTime, o.PIDNS, o.Seq)
 }
 
 // parseName decodes a directory name made by [owner.name].

@@ -13,6 +13,12 @@ func TestOwnerName(t *testing.T) {
 	got, ok := parseName(o.name())
 	require.True(t, ok)
 	assert.Equal(t, o, got)
+	assert.Equal(t, "exec-4242-987654-4026531836-7", o.nameWith("exec-"))
+	// A later process with the same pid (pids come back) names its
+	// groups apart from what the first one left.
+	later := o
+	later.StartTime++
+	assert.NotEqual(t, o.nameWith("exec-"), later.nameWith("exec-"))
 }
 
 func TestParseName(t *testing.T) {

@@ -88,6 +88,20 @@ func (g *Group) Sub(name string) (_ *Group, retErr error) {
 	return sub, nil
 }
 
+// ChildName returns a name for a child group ([Group.Sub]) that no child
+// made by another process can have, whenever that process ran: prefix,
+// then this process's pid, start time and pid namespace, and a number of
+// its own ("exec-<pid>-<start time>-<pidns inode>-<seq>"). A pid alone
+// comes back (pid_max is 32768 on many hosts), and a child left behind by
+// a killed process would make the mkdir of a later one with its pid fail.
+func ChildName(prefix string) (string, error) {
+	o, err := newOwner()
+	if err != nil {
+		return "", err
+	}
+	return o.nameWith(prefix), nil
+}
+
 // ChildNames lists g's child groups (made by [Group.Sub], here or in
 // another process), by name, from g's first directory.
 func (g *Group) ChildNames() ([]string, error) {

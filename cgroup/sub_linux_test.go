@@ -86,6 +86,20 @@ func TestSubMeasuresAndKillsApart(t *testing.T) {
 	}
 }
 
+// TestChildName: this process's child names carry its pid and start time,
+// and two are never alike.
+func TestChildName(t *testing.T) {
+	a, err := ChildName("exec-")
+	require.NoError(t, err)
+	b, err := ChildName("exec-")
+	require.NoError(t, err)
+	assert.NotEqual(t, a, b)
+	o, ok := parseName("jail-" + strings.TrimPrefix(a, "exec-"))
+	require.True(t, ok, a)
+	assert.Equal(t, os.Getpid(), o.PID)
+	assert.Equal(t, self.own.StartTime, o.StartTime)
+}
+
 // TestKillFile: "1" written to the file KillFile opened kills what runs in
 // the group, with the group's own handle closed (a session command's
 // helper writes it after its parent died).
