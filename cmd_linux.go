@@ -1160,7 +1160,11 @@ func (c *Cmd) terminate(reason Status) {
 // So the helper is asked to SIGKILL its process's process group
 // (nsexec.KillJoinedSignal), reaps it and reports its end as for any
 // exit; what left the group (setsid) is in the command's cgroup, which
-// the end of the command kills and removes.
+// the end of the command kills and removes. A leader that cannot be
+// reaped (a process of its cgroup traces it and does not wait for it)
+// would hold that report, and the rest, for good: when the helper has not
+// reported within joinedKillGrace, the cgroup is killed, the helper with
+// it, and the report says killed.
 func (c *Cmd) kill(sig syscall.Signal) {
 	c.mu.Lock()
 	group := c.group
@@ -1168,6 +1172,20 @@ func (c *Cmd) kill(sig syscall.Signal) {
 	if c.session != nil && sig == syscall.SIGKILL {
 		if c.child != nil {
 			_ = c.child.Signal(nsexec.KillJoinedSignal)
+		}
+		if cg := c.cg; cg != nil {
+			c.mu.Lock()
+			c.timers = append(c.timers, time.AfterFunc(joinedKillGrace, func() {
+				c.mu.Lock()
+				reported := c.exited != nil
+				c.killSent = c.killSent || !reported
+				c.mu.Unlock()
+				if !reported {
+					c.log().Warn("the command's end was not reported after its kill: killing its cgroup")
+					_ = cg.Kill()
+				}
+			}))
+			c.mu.Unlock()
 		}
 		return
 	}
@@ -1178,6 +1196,11 @@ func (c *Cmd) kill(sig syscall.Signal) {
 		_ = c.child.Signal(sig) // pidfd-backed: never a recycled pid
 	}
 }
+
+// joinedKillGrace is how long a session command's helper has to report
+// the end of a command it was told to kill (it reaps it in microseconds)
+// before the command's cgroup is killed with the helper in it.
+const joinedKillGrace = 250 * time.Millisecond
 
 func (c *Cmd) stopTimers() {
 	c.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,6 +216,48 @@ func TestSessionExecEndsItsGroup(t *testing.T) {
 	}
 }
 
+// tracedLeader is a command whose leader cannot be reaped: a process
+// that left its group with setsid traces it (PTRACE_SEIZE, by its amd64
+// number) and never waits for it. It prints "ready" once it traces.
+const tracedLeader = `setsid perl -e '$|=1; syscall(101, 0x4206, $ARGV[0]+0, 0, 0) == 0 or die "seize: $!"; print "ready\n"; sleep 1000' "$$" & wait`
+
+// TestSessionExecTimeoutTracedLeader: a command's timeout holds when its
+// leader cannot be reaped. The helper, told to kill the command, waited
+// for the leader's end to report it: for good, and the command's other
+// processes ran on, its caller waiting. Now the command's cgroup is
+// killed when no report came soon after the kill.
+func TestSessionExecTimeoutTracedLeader(t *testing.T) {
+	if !hasCgroups() {
+		t.Skip("the tracer left the process group: without a cgroup it runs on (README)")
+	}
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the script calls ptrace by its amd64 number")
+	}
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none")) // ptrace allowed
+	defer sess(t, dir, "rm", id)
+	t0 := time.Now()
+	r := sess(t, dir, "exec", "--timeout", "500ms", id, "--", "sh", "-c", tracedLeader)
+	assert.Equal(t, 124, r.code, r.stderr)
+	assert.Equal(t, "ready\n", r.stdout, "the leader was traced")
+	assert.Less(t, time.Since(t0), 10*time.Second)
+	// The leader's zombie went to the host's init with the helper.
+	assert.Equal(t, onlyPID1, awaitOnlyPID1(t, dir, id), "nothing of the command is left")
+}
+
+// awaitOnlyPID1 waits up to 5 s for session id to run nothing but its
+// PID 1, and returns what ran last.
+func awaitOnlyPID1(t *testing.T, dir, id string) string {
+	t.Helper()
+	left := ""
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if left = sessionProcs(t, dir, id); left == onlyPID1 {
+			break
+		}
+	}
+	return left
+}
+
 // onlyPID1 is what sessionProcs gives for a session running nothing.
 const onlyPID1 = "jail:init\nps\n"
 
@@ -230,34 +273,55 @@ func sessionProcs(t *testing.T, dir, id string) string {
 // its process group, as a timeout does, and with its cgroup what left the
 // group with setsid. Its helper used to die with it, of its parent-death
 // signal, and leave the command's children running in the session with
-// no one to enforce their timeout; then it ended only the group.
+// no one to enforce their timeout; then it ended only the group; then a
+// traced zombie kept it waiting before it could end the cgroup, and an
+// exec killed after its command ended left what the command had started.
 func TestSessionExecKilledEndsItsCommand(t *testing.T) {
-	dir := sessionDir(t)
-	id := strings.TrimSpace(sessOK(t, dir, "create"))
-	defer sess(t, dir, "rm", id)
-	script := "sleep 60 & sleep 61 & echo ready; wait"
-	if hasCgroups() {
-		// "ready" comes after the setsid: in a session and process
-		// group of its own, only the command's cgroup holds it.
-		script = "sleep 60 & sleep 61 & setsid sh -c 'echo ready; exec sleep 62' & wait"
-	} // without a cgroup it would run on, as README says
-	c := jailCmd(t.Context(), "session", "exec", "--state-dir", dir, "--timeout", "0", id, "--", "sh", "-c", script)
-	stdout, err := c.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, c.Start())
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "ready\n", line)
-	require.NoError(t, c.Process.Kill())
-	_ = c.Wait()
-	left := ""
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if left = sessionProcs(t, dir, id); left == onlyPID1 {
-			break
-		}
+	for _, tc := range []struct {
+		name   string
+		create []string
+		script string
+		// cgroup: only the command's cgroup holds what it leaves (without
+		// one it runs on, as README says). stop: the exec is stopped at
+		// "ready" until its command has ended, then killed.
+		cgroup, stop bool
+	}{
+		{name: "group", script: "sleep 60 & sleep 61 & echo ready; wait"},
+		// "ready" comes after the setsid.
+		{name: "setsid", cgroup: true, script: "sleep 60 & setsid sh -c 'echo ready; exec sleep 62' & wait"},
+		// The leader's zombie cannot be reaped while its tracer lives.
+		{name: "traced", cgroup: true, create: []string{"--seccomp", "none"},
+			script: tracedLeader},
+		{name: "after its end", cgroup: true, stop: true,
+			script: "setsid sh -c 'exec sleep 62' </dev/null >/dev/null 2>&1 & echo ready; sleep 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.cgroup && !hasCgroups() {
+				t.Skip("without a cgroup what left the process group runs on (README)")
+			}
+			if tc.name == "traced" && runtime.GOARCH != "amd64" {
+				t.Skip("the script calls ptrace by its amd64 number")
+			}
+			dir := sessionDir(t)
+			id := strings.TrimSpace(sessOK(t, dir, "create", tc.create...))
+			defer sess(t, dir, "rm", id)
+			c := jailCmd(t.Context(), "session", "exec", "--state-dir", dir, "--timeout", "0", id, "--", "sh", "-c", tc.script)
+			stdout, err := c.StdoutPipe()
+			require.NoError(t, err)
+			require.NoError(t, c.Start())
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			require.NoError(t, err)
+			require.Equal(t, "ready\n", line)
+			if tc.stop {
+				require.NoError(t, c.Process.Signal(syscall.SIGSTOP))
+				time.Sleep(2 * time.Second) // the command ends after 1 s
+			}
+			require.NoError(t, c.Process.Kill())
+			_ = c.Wait()
+			assert.Equal(t, onlyPID1, awaitOnlyPID1(t, dir, id), "nothing of the killed exec's command is left")
+			assert.Equal(t, "running", inspect(t, dir, id).State, "the session goes on")
+		})
 	}
-	assert.Equal(t, onlyPID1, left, "nothing of the killed exec's command is left")
-	assert.Equal(t, "running", inspect(t, dir, id).State, "the session goes on")
 }
 
 func TestSessionOOMIsTheCommands(t *testing.T) {

@@ -49,18 +49,29 @@ static int close_join_fds(struct plan *p)
 	return (int)syscall(SYS_close_range, EXTRA_FD(p), EXTRA_FD(p) + join_ns_fds(p) - 1, 0);
 }
 
+/* kill_joined_cgroup writes "1" to the joined process's cgroup.kill
+ * (PLAN_JOIN_KILL): everything in its cgroup dies, what left its process
+ * group with setsid and this helper too. It returns only without that
+ * descriptor, or if the write failed. */
+void kill_joined_cgroup(void)
+{
+	if (kill_fd >= 0) (void)!write(kill_fd, "1", 1);
+}
+
 /* end_joined ends the joined process pid when the parent went away: its
  * process group (pid is its leader from its first instruction on, see
- * run_workload), reaped so it is no zombie left to the host's init; then,
- * with PLAN_JOIN_KILL, everything in its cgroup, which is what left the
- * group with setsid, and this helper, which is in it too. Without that
- * descriptor those run on in the session until it ends. */
+ * run_workload), then, with PLAN_JOIN_KILL, everything in its cgroup and
+ * this helper. The cgroup goes before the reap: a zombie that a process of
+ * the cgroup traces cannot be reaped until its tracer dies, and the
+ * helper would wait for it for good; killed with the cgroup, it leaves the
+ * zombie to the host's init. Without that descriptor what left the group
+ * runs on in the session until it ends, and the helper reaps. */
 void end_joined(pid_t pid)
 {
 	kill(-pid, SIGKILL);
 	kill(pid, SIGKILL);
+	kill_joined_cgroup();
 	waitpid(pid, NULL, 0);
-	if (kill_fd >= 0) (void)!write(kill_fd, "1", 1);
 	_exit(1);
 }
 

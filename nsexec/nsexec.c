@@ -229,6 +229,10 @@ int reap_workload(struct plan *p)
 				if (fds[2].fd >= 0) serve_notifications(p, lfd, pid, 1);
 				drain_listener();
 				send_msg_ex(MSG_EXITED, 0, status, reaped_maxrss(p), NULL, 0, seccomp_event_count());
+				/* A joined process's cgroup ends with it, here and not
+				 * only in the parent, which may die before it gets to it:
+				 * what the process left running with setsid. */
+				if (p->flags & PLAN_JOIN) kill_joined_cgroup();
 				_exit(0);
 			}
 	}

@@ -112,6 +112,7 @@ int reap_workload(struct plan *p);
 uint32_t extra_fds(const struct plan *p);
 uint32_t join_ns_fds(const struct plan *p);
 void end_joined(pid_t pid) __attribute__((noreturn));
+void kill_joined_cgroup(void);
 extern int failed_op; /* index of the mount op that failed, for the report */
 
 /* mount.c */

@@ -190,6 +190,12 @@ void run_workload(struct plan *p, int errfd)
 	step = "credentials";
 	if ((p->pflags & PLAN_SETGROUPS) && setgroups(0, NULL) < 0) goto fail;
 	if (setresgid(p->gid, p->gid, p->gid) < 0 || setresuid(p->uid, p->uid, p->uid) < 0) goto fail;
+	/* The id change made us dumpable again where fs.suid_dumpable is 1:
+	 * until "close fds" below we hold PID 1's or the join helper's
+	 * descriptors (the sync socket, the host's /proc, cgroup.kill), which
+	 * a process of the same uid in a session could otherwise take
+	 * through /proc/PID/fd. execve sets it anew for the workload. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) goto fail;
 	/* Without a PID namespace nothing kills us when PID 1 dies: ask the
 	 * kernel to (after setresuid, which clears the parent-death signal). */
 	if (!whole_jail(p) && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) goto fail;
