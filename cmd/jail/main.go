@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -60,14 +59,9 @@ func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
 
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "run" || os.Args[1] == "session") {
-		// One P: this process plans a jail, starts it and waits on it,
-		// and a second P mostly spins in the scheduler looking for work
-		// each time a goroutine wakes (0.5 ms of CPU a strict run,
-		// bench/README.md). jail serve keeps them all.
-		runtime.GOMAXPROCS(1)
-		// The host probes and the stage's memfd, on another goroutine
-		// while this one parses the flags and builds the Spec: about
-		// 0.3 ms less before the clone (bench/README.md).
+		// The host probes and the stage's memfd, on another thread while
+		// this one parses the flags and builds the Spec: about 0.3 ms
+		// less before the clone (bench/README.md).
 		go jail.Preload()
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
