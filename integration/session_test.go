@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -217,9 +216,10 @@ func TestSessionExecEndsItsGroup(t *testing.T) {
 }
 
 // tracedLeader is a command whose leader cannot be reaped: a process
-// that left its group with setsid traces it (PTRACE_SEIZE, by its amd64
-// number) and never waits for it. It prints "ready" once it traces.
-const tracedLeader = `setsid perl -e '$|=1; syscall(101, 0x4206, $ARGV[0]+0, 0, 0) == 0 or die "seize: $!"; print "ready\n"; sleep 1000' "$$" & wait`
+// that left its group with setsid traces it (PTRACE_SEIZE) and never
+// waits for it. It prints "ready" once it traces. The session needs
+// /probe bound and a policy that allows ptrace.
+const tracedLeader = `setsid /probe/probe seize "$$" & wait`
 
 // TestSessionExecTimeoutTracedLeader: a command's timeout holds when its
 // leader cannot be reaped. The helper, told to kill the command, waited
@@ -230,11 +230,8 @@ func TestSessionExecTimeoutTracedLeader(t *testing.T) {
 	if !hasCgroups() {
 		t.Skip("the tracer left the process group: without a cgroup it runs on (README)")
 	}
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the script calls ptrace by its amd64 number")
-	}
 	dir := sessionDir(t)
-	id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none")) // ptrace allowed
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
 	defer sess(t, dir, "rm", id)
 	t0 := time.Now()
 	r := sess(t, dir, "exec", "--timeout", "500ms", id, "--", "sh", "-c", tracedLeader)
@@ -290,7 +287,7 @@ func TestSessionExecKilledEndsItsCommand(t *testing.T) {
 		// "ready" comes after the setsid.
 		{name: "setsid", cgroup: true, script: "sleep 60 & setsid sh -c 'echo ready; exec sleep 62' & wait"},
 		// The leader's zombie cannot be reaped while its tracer lives.
-		{name: "traced", cgroup: true, create: []string{"--seccomp", "none"},
+		{name: "traced", cgroup: true, create: []string{"--seccomp", "none", "--ro-bind", binDir + ":/probe"},
 			script: tracedLeader},
 		{name: "after its end", cgroup: true, stop: true,
 			script: "setsid sh -c 'exec sleep 62' </dev/null >/dev/null 2>&1 & echo ready; sleep 1"},
@@ -298,9 +295,6 @@ func TestSessionExecKilledEndsItsCommand(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.cgroup && !hasCgroups() {
 				t.Skip("without a cgroup what left the process group runs on (README)")
-			}
-			if tc.name == "traced" && runtime.GOARCH != "amd64" {
-				t.Skip("the script calls ptrace by its amd64 number")
 			}
 			dir := sessionDir(t)
 			id := strings.TrimSpace(sessOK(t, dir, "create", tc.create...))

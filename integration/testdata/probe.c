@@ -311,6 +311,17 @@ int main(int argc, char **argv)
 		}
 		return report(0);
 	}
+	if (!strcmp(argv[1], "seize") && argc == 3) {
+		/* Traces pid (PTRACE_SEIZE) and never waits for it, so its
+		 * zombie cannot be reaped while this runs; says "ready", lets go
+		 * of stdout and stderr, and sleeps. */
+		if (ptrace(PTRACE_SEIZE, (pid_t)atoi(argv[2]), NULL, NULL) < 0) return report(-1);
+		printf("ready\n");
+		fflush(stdout);
+		close(1);
+		close(2);
+		for (;;) pause();
+	}
 	if (!strcmp(argv[1], "spin") && argc == 3) {
 		for (int i = 1, n = atoi(argv[2]); i < n; i++) {
 			pthread_t t;
