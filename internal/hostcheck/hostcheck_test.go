@@ -300,6 +300,9 @@ func TestRun(t *testing.T) {
 		return
 	}
 
+	// The caller's check warns a root caller whose working directory its
+	// jails cannot reach (a clone under 0700 /root): run where they can.
+	t.Chdir("/")
 	// The first Run makes the Go runtime open its netpoller (an epoll fd
 	// and an eventfd) for os/exec; they stay open, so count fds after it.
 	start := time.Now()
@@ -337,7 +340,7 @@ func TestRun(t *testing.T) {
 		}
 		assert.Equal(t, OK, byName[nameUserNS].Verdict, "got %+v", byName[nameUserNS])
 	})
-	t.Run("caller is always ok", func(t *testing.T) {
+	t.Run("caller is ok in a directory its jails reach", func(t *testing.T) {
 		assert.Equal(t, OK, byName[nameCaller].Verdict)
 	})
 	t.Run("no fd leaked", func(t *testing.T) {
