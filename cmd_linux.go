@@ -1161,10 +1161,10 @@ func (c *Cmd) terminate(reason Status) {
 // (nsexec.KillJoinedSignal), reaps it and reports its end as for any
 // exit; what left the group (setsid) is in the command's cgroup, which
 // the end of the command kills and removes. A leader that cannot be
-// reaped (a process of its cgroup traces it and does not wait for it)
-// would hold that report, and the rest, for good: when the helper has not
-// reported within joinedKillGrace, the cgroup is killed, the helper with
-// it, and the report says killed.
+// reaped (a process of its cgroup traces it and does not wait for it) is
+// reported from /proc by the helper (nsexec's zombie_status); should no
+// report come within joinedKillGrace all the same, the cgroup is killed,
+// the helper with it, and the report says killed.
 func (c *Cmd) kill(sig syscall.Signal) {
 	c.mu.Lock()
 	group := c.group

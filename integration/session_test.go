@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -217,29 +218,86 @@ func TestSessionExecEndsItsGroup(t *testing.T) {
 
 // tracedLeader is a command whose leader cannot be reaped: a process
 // that left its group with setsid traces it (PTRACE_SEIZE) and never
-// waits for it. It prints "ready" once it traces. The session needs
-// /probe bound and a policy that allows ptrace.
+// waits for it. It prints "ready" once it traces, and lets go of the
+// command's stdout and stderr. The session needs /probe bound and a policy
+// that allows ptrace.
 const tracedLeader = `setsid /probe/probe seize "$$" & wait`
 
 // TestSessionExecTimeoutTracedLeader: a command's timeout holds when its
 // leader cannot be reaped. The helper, told to kill the command, waited
 // for the leader's end to report it: for good, and the command's other
-// processes ran on, its caller waiting. Now the command's cgroup is
-// killed when no report came soon after the kill.
+// processes ran on, its caller waiting. Now the helper sees the leader's
+// end through a pidfd and reads its status from /proc, and kills the
+// command's cgroup; the parent also kills that cgroup when no report came
+// soon after the kill.
 func TestSessionExecTimeoutTracedLeader(t *testing.T) {
-	if !hasCgroups() {
-		t.Skip("the tracer left the process group: without a cgroup it runs on (README)")
-	}
 	dir := sessionDir(t)
 	id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
 	defer sess(t, dir, "rm", id)
 	t0 := time.Now()
-	r := sess(t, dir, "exec", "--timeout", "500ms", id, "--", "sh", "-c", tracedLeader)
+	var res jail.Result
+	r := sess(t, dir, "exec", "--json", "--timeout", "500ms", id, "--", "sh", "-c", tracedLeader)
 	assert.Equal(t, 124, r.code, r.stderr)
-	assert.Equal(t, "ready\n", r.stdout, "the leader was traced")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
+	assert.Equal(t, "ready\n", res.Stdout, "the leader was traced")
+	assert.Equal(t, jail.StatusTimedOut, res.Status)
 	assert.Less(t, time.Since(t0), 10*time.Second)
-	// The leader's zombie went to the host's init with the helper.
-	assert.Equal(t, onlyPID1, awaitOnlyPID1(t, dir, id), "nothing of the command is left")
+	assertTracerEnds(t, dir, id)
+}
+
+// TestSessionExecTracedLeaderExits: a command whose leader ends while
+// another of its processes traces it ends then, with the leader's own
+// status, which its helper reads from /proc: it cannot reap a zombie that
+// is not its to wait for first. It used to wait until the tracer let go.
+func TestSessionExecTracedLeaderExits(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
+	defer sess(t, dir, "rm", id)
+	t0 := time.Now()
+	var res jail.Result
+	r := sess(t, dir, "exec", "--json", id, "--", "sh", "-c",
+		// Builtins only once traced: a traced shell stops at its next
+		// signal (a child's SIGCHLD), for good with this tracer.
+		`setsid /probe/probe seize "$$" &
+		while :; do while read -r k v; do [ "$k" = TracerPid: ] && [ "$v" != 0 ] && exit 3; done </proc/$$/status; done`)
+	assert.Equal(t, 3, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
+	assert.Equal(t, "ready\n", res.Stdout, "the leader was traced")
+	assert.Equal(t, jail.StatusExited, res.Status)
+	assert.Equal(t, 3, res.ExitCode, "the leader's own status")
+	assert.Less(t, time.Since(t0), 10*time.Second)
+	assertTracerEnds(t, dir, id)
+}
+
+// assertTracerEnds checks what a tracedLeader command left in session id
+// after its end: nothing with a cgroup; without one, the tracer (README).
+func assertTracerEnds(t *testing.T, dir, id string) {
+	t.Helper()
+	if hasCgroups() {
+		// The tracer died with the command's cgroup; the leader's zombie,
+		// whose parent is the host's init since its helper exited, with it.
+		assert.Equal(t, onlyPID1, awaitOnlyPID1(t, dir, id), "nothing of the command is left")
+		return
+	}
+	assert.Contains(t, sessionProcs(t, dir, id), "probe", "the tracer runs on until the session ends (README)")
+}
+
+// childPIDs lists pid's children, from every one of its threads.
+func childPIDs(t *testing.T, pid int) []int {
+	t.Helper()
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, c := range strings.Fields(string(b)) {
+			n, err := strconv.Atoi(c)
+			require.NoError(t, err)
+			pids = append(pids, n)
+		}
+	}
+	return pids
 }
 
 // awaitOnlyPID1 waits up to 5 s for session id to run nothing but its
@@ -282,18 +340,23 @@ func TestSessionExecKilledEndsItsCommand(t *testing.T) {
 		// one it runs on, as README says). stop: the exec is stopped at
 		// "ready" until its command has ended, then killed.
 		cgroup, stop bool
+		// helper: run without a cgroup too (where only the helper's end
+		// is checked).
+		helper bool
 	}{
 		{name: "group", script: "sleep 60 & sleep 61 & echo ready; wait"},
 		// "ready" comes after the setsid.
 		{name: "setsid", cgroup: true, script: "sleep 60 & setsid sh -c 'echo ready; exec sleep 62' & wait"},
 		// The leader's zombie cannot be reaped while its tracer lives.
-		{name: "traced", cgroup: true, create: []string{"--seccomp", "none", "--ro-bind", binDir + ":/probe"},
+		// Without a cgroup the tracer runs on, but the helper does not
+		// wait for the zombie it cannot reap.
+		{name: "traced", cgroup: true, helper: true, create: []string{"--seccomp", "none", "--ro-bind", binDir + ":/probe"},
 			script: tracedLeader},
 		{name: "after its end", cgroup: true, stop: true,
 			script: "setsid sh -c 'exec sleep 62' </dev/null >/dev/null 2>&1 & echo ready; sleep 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.cgroup && !hasCgroups() {
+			if tc.cgroup && !tc.helper && !hasCgroups() {
 				t.Skip("without a cgroup what left the process group runs on (README)")
 			}
 			dir := sessionDir(t)
@@ -310,8 +373,16 @@ func TestSessionExecKilledEndsItsCommand(t *testing.T) {
 				require.NoError(t, c.Process.Signal(syscall.SIGSTOP))
 				time.Sleep(2 * time.Second) // the command ends after 1 s
 			}
+			helpers := childPIDs(t, c.Process.Pid)
+			require.NotEmpty(t, helpers)
 			require.NoError(t, c.Process.Kill())
 			_ = c.Wait()
+			for _, pid := range helpers {
+				requirePidGone(t, pid) // it does not wait for a zombie it cannot reap
+			}
+			if tc.cgroup && !hasCgroups() {
+				return
+			}
 			assert.Equal(t, onlyPID1, awaitOnlyPID1(t, dir, id), "nothing of the killed exec's command is left")
 			assert.Equal(t, "running", inspect(t, dir, id).State, "the session goes on")
 		})

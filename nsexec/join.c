@@ -61,18 +61,64 @@ void kill_joined_cgroup(void)
 /* end_joined ends the joined process pid when the parent went away: its
  * process group (pid is its leader from its first instruction on, see
  * run_workload), then, with PLAN_JOIN_KILL, everything in its cgroup and
- * this helper. The cgroup goes before the reap: a zombie that a process of
- * the cgroup traces cannot be reaped until its tracer dies, and the
- * helper would wait for it for good; killed with the cgroup, it leaves the
- * zombie to the host's init. Without that descriptor what left the group
- * runs on in the session until it ends, and the helper reaps. */
-void end_joined(pid_t pid)
+ * this helper. Without that descriptor what left the group runs on in the
+ * session until it ends. The helper waits for pid's death through pidfd,
+ * not wait(2): a zombie that another process of the session traces cannot
+ * be reaped until its tracer lets go, and the helper would wait for good.
+ * Left unreaped, it goes to the jail's PID 1 with our exit. */
+void end_joined(pid_t pid, int pidfd)
 {
 	kill(-pid, SIGKILL);
 	kill(pid, SIGKILL);
 	kill_joined_cgroup();
-	waitpid(pid, NULL, 0);
+	struct pollfd w = {pidfd, POLLIN, 0};
+	while (poll(&w, 1, -1) < 0 && errno == EINTR) {}
+	waitpid(pid, NULL, WNOHANG);
 	_exit(1);
+}
+
+/* zombie_status reads the wait status of our child pid, a zombie that we
+ * cannot reap: another process traces it (PTRACE_SEIZE from a process that
+ * left its group), and a traced zombie is its tracer's to wait for first.
+ * /proc/PID/stat gives it (exit_code, field 52, in waitpid's form) to
+ * whoever may ptrace-read pid, which this helper may: it holds every
+ * capability in the jail's user namespace and a zombie has no mm to be
+ * non-dumpable. To anyone else the field reads 0, indistinguishable from
+ * a clean exit; wchan (field 35) tells: 1 for a task that is not running
+ * to those permitted, 0 otherwise. -1: not known, and the caller waits on. */
+/* decimal parses the unsigned decimal at s, up to 0xffffff; -1 if none
+ * (strtol would bring in 3 KB of musl's stdio for two fields). */
+static long decimal(const char *s)
+{
+	long v = 0;
+	if (*s < '0' || *s > '9') return -1;
+	for (; *s >= '0' && *s <= '9'; s++)
+		if ((v = v * 10 + (*s - '0')) > 0xffffff) return -1;
+	return v;
+}
+
+int zombie_status(pid_t pid, int32_t *status)
+{
+	char path[32], buf[1024];
+	snprintf(path, sizeof path, "%d/stat", (int)pid);
+	int fd = openat(host_proc, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0) return -1;
+	buf[n] = 0;
+	char *f = strrchr(buf, ')'); /* the command name may hold anything */
+	if (!f) return -1;
+	long wchan = -1, code = -1;
+	/* Fields from 3 (the state) on, each after a space. */
+	for (int i = 3; i <= 52 && (f = strchr(f, ' ')); i++) {
+		f++;
+		if (i == 35) wchan = decimal(f);
+		if (i == 52) code = decimal(f);
+	}
+	if (wchan != 1 || code < 0 || code > 0xffff) return -1;
+	*status = (int32_t)code;
+	return 0;
 }
 
 static int require_join(struct plan *p)

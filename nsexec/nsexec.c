@@ -150,6 +150,14 @@ int reap_workload(struct plan *p)
 	if (pid < 0) return -1;
 	if (pid == 0) { close(ep[0]); run_workload(p, ep[1]); }
 	close(ep[1]);
+	/* A joined process's end is watched through a pidfd as well as SIGCHLD:
+	 * one traced by another process of the session sends no SIGCHLD until
+	 * its tracer lets go (see zombie_status). */
+	int pfd = -1;
+	if ((p->flags & PLAN_JOIN) && (pfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
+		kill(pid, SIGKILL);
+		return -1;
+	}
 	if (p->flags & PLAN_PREFORK) close(PLAN_FD); /* the workload's now: the parent's end closed means EOF to it */
 	close_rule_fds(p); /* the workload has its own copies */
 	close_terminal_slave();
@@ -166,7 +174,7 @@ int reap_workload(struct plan *p)
 				if (errno == EINTR) continue;
 				return -1;
 			}
-			if (w[1].revents && !w[0].revents) end_joined(pid);
+			if (w[1].revents && !w[0].revents) end_joined(pid, pfd);
 		}
 		union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } c;
 		struct iovec iov = {&f, sizeof f};
@@ -194,13 +202,33 @@ int reap_workload(struct plan *p)
 		_exit(1);
 	}
 
-	struct pollfd fds[3] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}, {(p->flags & PLAN_JOIN) ? lfd : -1, POLLIN, 0}};
+	struct pollfd fds[4] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}, {(p->flags & PLAN_JOIN) ? lfd : -1, POLLIN, 0}, {pfd, POLLIN, 0}};
 	for (;;) {
-		if (poll(fds, 3, -1) < 0) { if (errno == EINTR) continue; return -1; }
+		if (poll(fds, 4, -1) < 0) { if (errno == EINTR) continue; return -1; }
 		if (fds[2].revents && serve_notifications(p, lfd, pid, 0) < 0) fds[2].fd = -1; /* the filter is unused */
 		if (fds[1].revents) { /* the parent went away (or spoke out of turn): end the jail, or the joined process */
-			if (p->flags & PLAN_JOIN) end_joined(pid);
+			if (p->flags & PLAN_JOIN) end_joined(pid, pfd);
 			_exit(1);
+		}
+		if (fds[3].revents) {
+			/* The joined process has ended. When it cannot be reaped (a
+			 * traced zombie), its status is reported from /proc and what it
+			 * started ends now, not when its tracer lets go: its caller
+			 * would wait for that, past its timeout. */
+			fds[3].fd = -1; /* a pidfd stays readable */
+			int32_t zs;
+			siginfo_t ws = {0};
+			if (waitid(P_PID, (id_t)pid, &ws, WEXITED | WNOHANG | WNOWAIT) == 0 && ws.si_pid == 0 &&
+			    zombie_status(pid, &zs) == 0) {
+				kill(-pid, SIGKILL);
+				if (fds[2].fd >= 0) serve_notifications(p, lfd, pid, 1);
+				drain_listener();
+				/* Its resident set is not known until it is reaped. */
+				send_msg_ex(MSG_EXITED, 0, zs, -1, NULL, 0, seccomp_event_count());
+				kill_joined_cgroup();
+				_exit(0);
+			}
+			/* Reapable: its SIGCHLD reports it, below or next. */
 		}
 		if (!(fds[0].revents & POLLIN)) continue;
 		struct signalfd_siginfo si;

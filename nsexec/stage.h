@@ -111,7 +111,8 @@ int wait_for_go(struct plan *p);
 int reap_workload(struct plan *p);
 uint32_t extra_fds(const struct plan *p);
 uint32_t join_ns_fds(const struct plan *p);
-void end_joined(pid_t pid) __attribute__((noreturn));
+void end_joined(pid_t pid, int pidfd) __attribute__((noreturn));
+int zombie_status(pid_t pid, int32_t *status);
 void kill_joined_cgroup(void);
 extern int failed_op; /* index of the mount op that failed, for the report */
 
