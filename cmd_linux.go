@@ -1162,9 +1162,10 @@ func (c *Cmd) terminate(reason Status) {
 // exit; what left the group (setsid) is in the command's cgroup, which
 // the end of the command kills and removes. A leader that cannot be
 // reaped (a process of its cgroup traces it and does not wait for it) is
-// reported from /proc by the helper (nsexec's zombie_status); should no
-// report come within joinedKillGrace all the same, the cgroup is killed,
-// the helper with it, and the report says killed.
+// reaped by the helper once it has killed the tracer (nsexec's
+// kill_tracers, 100 ms after the kill); should no report come within
+// joinedKillGrace all the same, the cgroup is killed, the helper with it,
+// and the report says killed.
 func (c *Cmd) kill(sig syscall.Signal) {
 	c.mu.Lock()
 	group := c.group

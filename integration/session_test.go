@@ -224,25 +224,39 @@ func TestSessionExecEndsItsGroup(t *testing.T) {
 const tracedLeader = `setsid /probe/probe seize "$$" & wait`
 
 // TestSessionExecTimeoutTracedLeader: a command's timeout holds when its
-// leader cannot be reaped. The helper, told to kill the command, waited
-// for the leader's end to report it: for good, and the command's other
-// processes ran on, its caller waiting. Now the helper sees the leader's
-// end through a pidfd and reads its status from /proc, and kills the
-// command's cgroup; the parent also kills that cgroup when no report came
-// soon after the kill.
+// leader cannot be reaped: a process the command started traces it, or
+// one of its threads (whose zombie keeps the whole process from its
+// parent), from its main thread or another. The helper, told to kill the
+// command, waited for the leader's end to report it: for good without a
+// cgroup, and the command's other processes ran on, its caller waiting.
+// Now it kills the tracer when the leader is not reaped 100 ms after the
+// kill, reaps it and reports.
 func TestSessionExecTimeoutTracedLeader(t *testing.T) {
-	dir := sessionDir(t)
-	id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
-	defer sess(t, dir, "rm", id)
-	t0 := time.Now()
-	var res jail.Result
-	r := sess(t, dir, "exec", "--json", "--timeout", "500ms", id, "--", "sh", "-c", tracedLeader)
-	assert.Equal(t, 124, r.code, r.stderr)
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
-	assert.Equal(t, "ready\n", res.Stdout, "the leader was traced")
-	assert.Equal(t, jail.StatusTimedOut, res.Status)
-	assert.Less(t, time.Since(t0), 10*time.Second)
-	assertTracerEnds(t, dir, id)
+	for _, tc := range []struct{ name, script string }{
+		{"leader", tracedLeader},
+		{"from a thread", `setsid /probe/probe seize-thread "$$" & wait`},
+		{"a thread", `mkfifo /tmp/tid && { setsid sh -c 'read tid </tmp/tid; exec /probe/probe seize "$tid"' & } &&
+			exec /probe/probe thread >/tmp/tid`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := sessionDir(t)
+			id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
+			defer sess(t, dir, "rm", id)
+			t0 := time.Now()
+			var res jail.Result
+			r := sess(t, dir, "exec", "--json", "--timeout", "500ms", id, "--", "sh", "-c", tc.script)
+			assert.Equal(t, 124, r.code, r.stderr)
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
+			assert.Equal(t, "ready\n", res.Stdout, "traced")
+			assert.Equal(t, jail.StatusTimedOut, res.Status)
+			// Reported by its helper, which reaped it once it had killed
+			// the tracer (not by the parent's kill of the command's cgroup
+			// after joinedKillGrace, which leaves the resident set unknown).
+			assert.Positive(t, res.MaxRSSBytes, "the helper reaped the leader")
+			assert.Less(t, time.Since(t0), 10*time.Second)
+			assertTracerEnds(t, dir, id)
+		})
+	}
 }
 
 // TestSessionExecTracedLeaderExits: a command whose leader ends while
@@ -260,26 +274,22 @@ func TestSessionExecTracedLeaderExits(t *testing.T) {
 		// signal (a child's SIGCHLD), for good with this tracer.
 		`setsid /probe/probe seize "$$" &
 		while :; do while read -r k v; do [ "$k" = TracerPid: ] && [ "$v" != 0 ] && exit 3; done </proc/$$/status; done`)
+	// (The loop ends only once the leader is traced.)
 	assert.Equal(t, 3, r.code, r.stderr)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
-	assert.Equal(t, "ready\n", res.Stdout, "the leader was traced")
 	assert.Equal(t, jail.StatusExited, res.Status)
 	assert.Equal(t, 3, res.ExitCode, "the leader's own status")
+	assert.Positive(t, res.MaxRSSBytes, "reaped: its resident set is known")
 	assert.Less(t, time.Since(t0), 10*time.Second)
 	assertTracerEnds(t, dir, id)
 }
 
-// assertTracerEnds checks what a tracedLeader command left in session id
-// after its end: nothing with a cgroup; without one, the tracer (README).
+// assertTracerEnds checks that a command with a traced leader left
+// nothing in session id, cgroup or not: its helper killed the tracer,
+// which held the leader's end (the cgroup kills it too).
 func assertTracerEnds(t *testing.T, dir, id string) {
 	t.Helper()
-	if hasCgroups() {
-		// The tracer died with the command's cgroup; the leader's zombie,
-		// whose parent is the host's init since its helper exited, with it.
-		assert.Equal(t, onlyPID1, awaitOnlyPID1(t, dir, id), "nothing of the command is left")
-		return
-	}
-	assert.Contains(t, sessionProcs(t, dir, id), "probe", "the tracer runs on until the session ends (README)")
+	assert.Equal(t, onlyPID1, awaitOnlyPID1(t, dir, id), "nothing of the command is left")
 }
 
 // childPIDs lists pid's children, from every one of its threads.
@@ -340,23 +350,19 @@ func TestSessionExecKilledEndsItsCommand(t *testing.T) {
 		// one it runs on, as README says). stop: the exec is stopped at
 		// "ready" until its command has ended, then killed.
 		cgroup, stop bool
-		// helper: run without a cgroup too (where only the helper's end
-		// is checked).
-		helper bool
 	}{
 		{name: "group", script: "sleep 60 & sleep 61 & echo ready; wait"},
 		// "ready" comes after the setsid.
 		{name: "setsid", cgroup: true, script: "sleep 60 & setsid sh -c 'echo ready; exec sleep 62' & wait"},
 		// The leader's zombie cannot be reaped while its tracer lives.
-		// Without a cgroup the tracer runs on, but the helper does not
-		// wait for the zombie it cannot reap.
-		{name: "traced", cgroup: true, helper: true, create: []string{"--seccomp", "none", "--ro-bind", binDir + ":/probe"},
+		// The helper kills the tracer, cgroup or not.
+		{name: "traced", create: []string{"--seccomp", "none", "--ro-bind", binDir + ":/probe"},
 			script: tracedLeader},
 		{name: "after its end", cgroup: true, stop: true,
 			script: "setsid sh -c 'exec sleep 62' </dev/null >/dev/null 2>&1 & echo ready; sleep 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.cgroup && !tc.helper && !hasCgroups() {
+			if tc.cgroup && !hasCgroups() {
 				t.Skip("without a cgroup what left the process group runs on (README)")
 			}
 			dir := sessionDir(t)
@@ -379,9 +385,6 @@ func TestSessionExecKilledEndsItsCommand(t *testing.T) {
 			_ = c.Wait()
 			for _, pid := range helpers {
 				requirePidGone(t, pid) // it does not wait for a zombie it cannot reap
-			}
-			if tc.cgroup && !hasCgroups() {
-				return
 			}
 			assert.Equal(t, onlyPID1, awaitOnlyPID1(t, dir, id), "nothing of the killed exec's command is left")
 			assert.Equal(t, "running", inspect(t, dir, id).State, "the session goes on")

@@ -62,63 +62,96 @@ void kill_joined_cgroup(void)
  * process group (pid is its leader from its first instruction on, see
  * run_workload), then, with PLAN_JOIN_KILL, everything in its cgroup and
  * this helper. Without that descriptor what left the group runs on in the
- * session until it ends. The helper waits for pid's death through pidfd,
- * not wait(2): a zombie that another process of the session traces cannot
- * be reaped until its tracer lets go, and the helper would wait for good.
- * Left unreaped, it goes to the jail's PID 1 with our exit. */
+ * session until it ends, but for what traces pid (see kill_tracers): the
+ * helper waits for pid's death on its pidfd and with WNOHANG, not in
+ * wait(2), and kills pid's tracers in the jail until it can reap it. */
 void end_joined(pid_t pid, int pidfd)
 {
 	kill(-pid, SIGKILL);
 	kill(pid, SIGKILL);
 	kill_joined_cgroup();
 	struct pollfd w = {pidfd, POLLIN, 0};
-	while (poll(&w, 1, -1) < 0 && errno == EINTR) {}
-	waitpid(pid, NULL, WNOHANG);
-	_exit(1);
+	for (;;) {
+		if (poll(&w, 1, TRACER_GRACE_MS) > 0) w.fd = -1; /* it has ended; a pidfd stays readable */
+		siginfo_t ws = {0};
+		if (waitid(P_PID, (id_t)pid, &ws, WEXITED | WNOHANG) == 0 && ws.si_pid == pid) _exit(1);
+		kill_tracers(pid); /* it is traced, or not dead yet */
+	}
 }
 
-/* zombie_status reads the wait status of our child pid, a zombie that we
- * cannot reap: another process traces it (PTRACE_SEIZE from a process that
- * left its group), and a traced zombie is its tracer's to wait for first.
- * /proc/PID/stat gives it (exit_code, field 52, in waitpid's form) to
- * whoever may ptrace-read pid, which this helper may: it holds every
- * capability in the jail's user namespace and a zombie has no mm to be
- * non-dumpable. To anyone else the field reads 0, indistinguishable from
- * a clean exit; wchan (field 35) tells: 1 for a task that is not running
- * to those permitted, 0 otherwise. -1: not known, and the caller waits on. */
-/* decimal parses the unsigned decimal at s, up to 0xffffff; -1 if none
- * (strtol would bring in 3 KB of musl's stdio for two fields). */
-static long decimal(const char *s)
+/* status_field returns the number after key (as "\nTracerPid:") in the
+ * status file dir/name/status, or -1. */
+static pid_t status_field(int dir, const char *name, const char *key)
 {
-	long v = 0;
-	if (*s < '0' || *s > '9') return -1;
-	for (; *s >= '0' && *s <= '9'; s++)
-		if ((v = v * 10 + (*s - '0')) > 0xffffff) return -1;
-	return v;
-}
-
-int zombie_status(pid_t pid, int32_t *status)
-{
-	char path[32], buf[1024];
-	snprintf(path, sizeof path, "%d/stat", (int)pid);
-	int fd = openat(host_proc, path, O_RDONLY | O_CLOEXEC);
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "%s/status", name);
+	int fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) return -1;
 	ssize_t n = read(fd, buf, sizeof buf - 1);
 	close(fd);
 	if (n <= 0) return -1;
 	buf[n] = 0;
-	char *f = strrchr(buf, ')'); /* the command name may hold anything */
+	char *f = strstr(buf, key);
 	if (!f) return -1;
-	long wchan = -1, code = -1;
-	/* Fields from 3 (the state) on, each after a space. */
-	for (int i = 3; i <= 52 && (f = strchr(f, ' ')); i++) {
-		f++;
-		if (i == 35) wchan = decimal(f);
-		if (i == 52) code = decimal(f);
-	}
-	if (wchan != 1 || code < 0 || code > 0xffff) return -1;
-	*status = (int32_t)code;
-	return 0;
+	long v = 0;
+	for (f += strlen(key); *f == ' ' || *f == '\t'; f++) {}
+	for (; *f >= '0' && *f <= '9' && v < 1 << 22; f++) v = v * 10 + (*f - '0');
+	return (pid_t)v;
+}
+
+/* same_link says whether the /proc links a (our host /proc's) and b lead
+ * to the same namespace. */
+static int same_link(const char *a, const char *b)
+{
+	char la[64], lb[64];
+	ssize_t na = readlinkat(host_proc, a, la, sizeof la), nb = readlinkat(host_proc, b, lb, sizeof lb);
+	return na > 0 && na == nb && memcmp(la, lb, (size_t)na) == 0;
+}
+
+/* kill_tracers kills the processes of the jail that trace a thread of
+ * pid, the joined process, once it has ended or was told to die and is
+ * still not ours to reap TRACER_GRACE_MS later. A traced zombie is its
+ * tracer's to wait for first: until the tracer lets go, its parent gets no
+ * SIGCHLD and cannot reap it, and a tracer that never does (a process the
+ * command started, PTRACE_SEIZE from outside its process group, under a
+ * policy that allows ptrace) would hold the command's end, and its
+ * caller, for good, timeout or not. Its death hands the zombie back, and
+ * the helper reaps it and reports its own status. Only tracers in the
+ * jail's PID namespace are killed (a debugger on the host lets go at
+ * once), each through a pidfd of its process taken while it still traces
+ * the thread: never a recycled pid. */
+void kill_tracers(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "%d/task", (int)pid);
+	int dfd = openat(host_proc, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) return;
+	static char dents[2048]; /* struct linux_dirent64s: ino 8, off 8, reclen 2, type 1, name */
+	long n;
+	while ((n = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
+		for (long off = 0; off < n;) {
+			const char *tid = dents + off + 19;
+			unsigned short reclen;
+			memcpy(&reclen, dents + off + 16, sizeof reclen);
+			off += reclen;
+			if (*tid < '0' || *tid > '9') continue;
+			pid_t t = status_field(dfd, tid, "\nTracerPid:"), g;
+			if (t <= 0) continue;
+			/* The tracer is a thread: its process, the one a pidfd takes. */
+			char tracer[16];
+			snprintf(tracer, sizeof tracer, "%d", (int)t);
+			if ((g = status_field(host_proc, tracer, "\nTgid:")) <= 0) continue;
+			int tfd = (int)syscall(SYS_pidfd_open, g, 0);
+			if (tfd < 0) continue;
+			/* Checked once the pidfd holds g: t still traces the thread
+			 * and is a thread of g, in the jail (our children's PID
+			 * namespace is the jail's). */
+			snprintf(path, sizeof path, "%d/task/%d/ns/pid", (int)g, (int)t);
+			if (status_field(dfd, tid, "\nTracerPid:") == t && same_link(path, "self/ns/pid_for_children"))
+				syscall(SYS_pidfd_send_signal, tfd, SIGKILL, NULL, 0);
+			close(tfd);
+		}
+	close(dfd);
 }
 
 static int require_join(struct plan *p)

@@ -134,6 +134,13 @@ int wait_for_go(struct plan *p)
 }
 
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* reap_workload forks the workload and stays its PID 1: it reaps every
  * child, forwards the parent's signals (to the whole jail when it owns a
  * PID namespace) and reports the workload's wait status. When it exits, the
@@ -152,7 +159,7 @@ int reap_workload(struct plan *p)
 	close(ep[1]);
 	/* A joined process's end is watched through a pidfd as well as SIGCHLD:
 	 * one traced by another process of the session sends no SIGCHLD until
-	 * its tracer lets go (see zombie_status). */
+	 * its tracer lets go (see kill_tracers). */
 	int pfd = -1;
 	if ((p->flags & PLAN_JOIN) && (pfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
 		kill(pid, SIGKILL);
@@ -203,38 +210,35 @@ int reap_workload(struct plan *p)
 	}
 
 	struct pollfd fds[4] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}, {(p->flags & PLAN_JOIN) ? lfd : -1, POLLIN, 0}, {pfd, POLLIN, 0}};
+	/* A joined process that has ended, or was told to die, and is still
+	 * not reaped TRACER_GRACE_MS later is traced: see kill_tracers. */
+	int64_t due = -1; /* ms, CLOCK_MONOTONIC */
 	for (;;) {
-		if (poll(fds, 4, -1) < 0) { if (errno == EINTR) continue; return -1; }
+		int64_t left = due < 0 ? -1 : due - now_ms();
+		int n = poll(fds, 4, due < 0 ? -1 : left > 0 ? (int)left : 0);
+		if (n < 0) { if (errno == EINTR) continue; return -1; }
+		if (n == 0) {
+			kill_tracers(pid);
+			due = now_ms() + TRACER_GRACE_MS;
+			continue;
+		}
 		if (fds[2].revents && serve_notifications(p, lfd, pid, 0) < 0) fds[2].fd = -1; /* the filter is unused */
 		if (fds[1].revents) { /* the parent went away (or spoke out of turn): end the jail, or the joined process */
 			if (p->flags & PLAN_JOIN) end_joined(pid, pfd);
 			_exit(1);
 		}
-		if (fds[3].revents) {
-			/* The joined process has ended. When it cannot be reaped (a
-			 * traced zombie), its status is reported from /proc and what it
-			 * started ends now, not when its tracer lets go: its caller
-			 * would wait for that, past its timeout. */
+		if (fds[3].revents) { /* the joined process has ended; its SIGCHLD reports it, unless it is traced */
 			fds[3].fd = -1; /* a pidfd stays readable */
-			int32_t zs;
-			siginfo_t ws = {0};
-			if (waitid(P_PID, (id_t)pid, &ws, WEXITED | WNOHANG | WNOWAIT) == 0 && ws.si_pid == 0 &&
-			    zombie_status(pid, &zs) == 0) {
-				kill(-pid, SIGKILL);
-				if (fds[2].fd >= 0) serve_notifications(p, lfd, pid, 1);
-				drain_listener();
-				/* Its resident set is not known until it is reaped. */
-				send_msg_ex(MSG_EXITED, 0, zs, -1, NULL, 0, seccomp_event_count());
-				kill_joined_cgroup();
-				_exit(0);
-			}
-			/* Reapable: its SIGCHLD reports it, below or next. */
+			if (due < 0) due = now_ms() + TRACER_GRACE_MS;
 		}
 		if (!(fds[0].revents & POLLIN)) continue;
 		struct signalfd_siginfo si;
 		if (read(sfd, &si, sizeof si) != sizeof si) continue;
 		if (si.ssi_signo == SIG_KILL_JOINED) {
-			if (p->flags & PLAN_JOIN) kill(-pid, SIGKILL); /* its end is reported when it is reaped */
+			if (p->flags & PLAN_JOIN) {
+				kill(-pid, SIGKILL); /* its end is reported when it is reaped */
+				if (due < 0) due = now_ms() + TRACER_GRACE_MS;
+			}
 			continue;
 		}
 		if (si.ssi_signo != SIGCHLD) {

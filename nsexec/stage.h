@@ -35,6 +35,7 @@
 #include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nsexec.h"
@@ -112,7 +113,10 @@ int reap_workload(struct plan *p);
 uint32_t extra_fds(const struct plan *p);
 uint32_t join_ns_fds(const struct plan *p);
 void end_joined(pid_t pid, int pidfd) __attribute__((noreturn));
-int zombie_status(pid_t pid, int32_t *status);
+void kill_tracers(pid_t pid);
+/* TRACER_GRACE_MS: how long a joined process that ended or was killed may
+ * stay unreapable (traced) before its tracers in the jail are killed. */
+#define TRACER_GRACE_MS 100
 void kill_joined_cgroup(void);
 extern int failed_op; /* index of the mount op that failed, for the report */
 

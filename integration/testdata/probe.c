@@ -10,6 +10,11 @@
  *                        would; see syscalls below
  *   probe hog MB         allocate and touch MB mebibytes, 1 MiB at a time
  *   probe spin N         spin on N threads forever
+ *   probe seize PID      trace PID (PTRACE_SEIZE) and never wait for it;
+ *                        print "ready", close stdout and stderr, sleep
+ *   probe seize-thread PID  the same from a second thread
+ *   probe thread         start a thread that prints its thread id, and
+ *                        wait forever
  *   probe dodge NAME N [MS]  make the syscall NAME up to N times while
  *                        another thread floods this one with a signal whose
  *                        handler does not restart calls; if it lives, wait
@@ -147,6 +152,26 @@ static void *flood(void *arg)
 {
 	(void)arg;
 	for (;;) syscall(SYS_tgkill, getpid(), dodge_tid, SIGUSR1);
+	return NULL;
+}
+
+static void *seize(void *arg)
+{
+	if (ptrace(PTRACE_SEIZE, (pid_t)atoi(arg), NULL, NULL) < 0) exit(report(-1));
+	printf("ready\n");
+	fflush(stdout);
+	close(1);
+	close(2);
+	for (;;) pause();
+	return NULL;
+}
+
+static void *say_tid(void *arg)
+{
+	(void)arg;
+	printf("%ld\n", (long)syscall(SYS_gettid));
+	fflush(stdout);
+	for (;;) pause();
 	return NULL;
 }
 
@@ -311,15 +336,21 @@ int main(int argc, char **argv)
 		}
 		return report(0);
 	}
-	if (!strcmp(argv[1], "seize") && argc == 3) {
+	if ((!strcmp(argv[1], "seize") || !strcmp(argv[1], "seize-thread")) && argc == 3) {
 		/* Traces pid (PTRACE_SEIZE) and never waits for it, so its
 		 * zombie cannot be reaped while this runs; says "ready", lets go
-		 * of stdout and stderr, and sleeps. */
-		if (ptrace(PTRACE_SEIZE, (pid_t)atoi(argv[2]), NULL, NULL) < 0) return report(-1);
-		printf("ready\n");
-		fflush(stdout);
-		close(1);
-		close(2);
+		 * of stdout and stderr, and sleeps. seize-thread traces from a
+		 * second thread. */
+		if (argv[1][5] == '-') {
+			pthread_t t;
+			if (pthread_create(&t, NULL, seize, argv[2]) != 0) return report(-1);
+			for (;;) pause();
+		}
+		seize(argv[2]);
+	}
+	if (!strcmp(argv[1], "thread") && argc == 2) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, say_tid, NULL) != 0) return report(-1);
 		for (;;) pause();
 	}
 	if (!strcmp(argv[1], "spin") && argc == 3) {
