@@ -303,6 +303,33 @@ func (e *Engine) Inspect(ctx context.Context, id string) (*State, error) {
 	return &out.State, nil
 }
 
+// OOMEvent says whether the engine logged an "oom" event for container id
+// between since and until (both past: the answer ends at until). An OOM
+// kill can reach the engine after the container's exit, and then its
+// inspection never says OOMKilled (containerd/containerd#8180); the event
+// is logged all the same.
+func (e *Engine) OOMEvent(ctx context.Context, id string, since, until time.Time) (bool, error) {
+	filters, err := json.Marshal(map[string]map[string]bool{"container": {id: true}, "event": {"oom": true}})
+	if err != nil {
+		return false, err
+	}
+	stamp := func(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
+	resp, err := e.send(ctx, http.MethodGet, "/events", url.Values{
+		"since": {stamp(since)}, "until": {stamp(until)}, "filters": {string(filters)}}, nil)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	var ev struct{ Action, Status string }
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ev); err != nil {
+		if err == io.EOF {
+			return false, nil
+		}
+		return false, err
+	}
+	return ev.Action == "oom" || ev.Status == "oom", nil
+}
+
 // Container is one entry of a listing.
 type Container struct {
 	ID     string `json:"Id"`

@@ -526,6 +526,9 @@ loop:
 		c.Result.Error = &jail.ErrorInfo{Step: "docker inspect", Message: err.Error()}
 		return err
 	}
+	if !st.OOMKilled && st.ExitCode == 128+int(syscall.SIGKILL) && c.plan.Body.HostConfig.Memory > 0 {
+		st.OOMKilled = c.lateOOM(ctx)
+	}
 	// The output: the engine closes the stream when the container ends.
 	select {
 	case <-c.outDone:
@@ -536,6 +539,30 @@ loop:
 	c.Result = c.report(st, w.code, end)
 	return nil
 }
+
+// lateOOM looks for an OOM kill the container's inspection missed: one
+// whose event reached the engine after the exit's. It asks for the
+// container's "oom" events a few times over lateOOMWait, unless jail
+// killed the container itself.
+func (c *Cmd) lateOOM(ctx context.Context) bool {
+	c.mu.Lock()
+	killed := c.killReason != ""
+	c.mu.Unlock()
+	if killed {
+		return false
+	}
+	for deadline := time.Now().Add(lateOOMWait); ; time.Sleep(lateOOMWait / 10) {
+		now := time.Now()
+		if oom, err := c.eng.OOMEvent(ctx, c.id, c.start.Add(-time.Second), now); oom || err != nil || now.After(deadline) {
+			return oom
+		}
+	}
+}
+
+// lateOOMWait bounds how long a container killed by SIGKILL under a
+// memory limit waits for a late "oom" event; an OOM event lags its exit's
+// by milliseconds.
+const lateOOMWait = 500 * time.Millisecond
 
 // report judges the run from the engine's state, as jail's native report
 // judges PID 1's: a kill jail decided wins, then the OOM killer, then the
