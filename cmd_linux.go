@@ -1199,9 +1199,13 @@ func (c *Cmd) kill(sig syscall.Signal) {
 }
 
 // joinedKillGrace is how long a session command's helper has to report
-// the end of a command it was told to kill (it reaps it in microseconds)
-// before the command's cgroup is killed with the helper in it.
-const joinedKillGrace = 250 * time.Millisecond
+// the end of a command it was told to kill before the command's cgroup is
+// killed with the helper in it. The helper reaps an untraced command in
+// microseconds and a traced one about 100 ms after the kill (its tracers
+// die first); the rest is room for a loaded machine, since a cgroup kill
+// ends the helper too and leaves the report without the command's own
+// status and resident set.
+const joinedKillGrace = time.Second
 
 func (c *Cmd) stopTimers() {
 	c.mu.Lock()

@@ -259,29 +259,44 @@ func TestSessionExecTimeoutTracedLeader(t *testing.T) {
 	}
 }
 
-// TestSessionExecTracedLeaderExits: a command whose leader ends while
-// another of its processes traces it ends then, with the leader's own
-// status, which its helper reads from /proc: it cannot reap a zombie that
-// is not its to wait for first. It used to wait until the tracer let go.
+// TestSessionExecTracedLeaderExits: a command that exits while another
+// of its processes traces its leader, or another of its threads, ends
+// then, with the leader's own status. A traced zombie is its tracer's to
+// wait for first, and a traced thread's zombie keeps its whole process
+// from its parent (no SIGCHLD, no process pidfd): the helper watches the
+// leader thread, kills the tracer when the process is not reaped 100 ms
+// after its leader's end, and reaps it. It used to wait until the tracer
+// let go, or the timeout.
 func TestSessionExecTracedLeaderExits(t *testing.T) {
-	dir := sessionDir(t)
-	id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
-	defer sess(t, dir, "rm", id)
-	t0 := time.Now()
-	var res jail.Result
-	r := sess(t, dir, "exec", "--json", id, "--", "sh", "-c",
+	for _, tc := range []struct{ name, script, stdout string }{
 		// Builtins only once traced: a traced shell stops at its next
-		// signal (a child's SIGCHLD), for good with this tracer.
-		`setsid /probe/probe seize "$$" &
-		while :; do while read -r k v; do [ "$k" = TracerPid: ] && [ "$v" != 0 ] && exit 3; done </proc/$$/status; done`)
-	// (The loop ends only once the leader is traced.)
-	assert.Equal(t, 3, r.code, r.stderr)
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
-	assert.Equal(t, jail.StatusExited, res.Status)
-	assert.Equal(t, 3, res.ExitCode, "the leader's own status")
-	assert.Positive(t, res.MaxRSSBytes, "reaped: its resident set is known")
-	assert.Less(t, time.Since(t0), 10*time.Second)
-	assertTracerEnds(t, dir, id)
+		// signal (a child's SIGCHLD), for good with this tracer. (The loop
+		// ends only once the leader is traced.)
+		{"leader", `setsid /probe/probe seize "$$" &
+			while :; do while read -r k v; do [ "$k" = TracerPid: ] && [ "$v" != 0 ] && exit 3; done </proc/$$/status; done`, ""},
+		// The probe exits once its thread is traced.
+		{"a thread", `mkfifo /tmp/tid && { setsid sh -c 'read tid </tmp/tid; exec /probe/probe seize "$tid"' & } &&
+			exec /probe/probe thread 3 >/tmp/tid`, "ready\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := sessionDir(t)
+			id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
+			defer sess(t, dir, "rm", id)
+			t0 := time.Now()
+			var res jail.Result
+			r := sess(t, dir, "exec", "--json", "--timeout", "30s", id, "--", "sh", "-c", tc.script)
+			assert.Equal(t, 3, r.code, r.stderr)
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
+			assert.Equal(t, jail.StatusExited, res.Status)
+			assert.Equal(t, 3, res.ExitCode, "the leader's own status")
+			if tc.stdout != "" {
+				assert.Equal(t, tc.stdout, res.Stdout, "traced")
+			}
+			assert.Positive(t, res.MaxRSSBytes, "reaped: its resident set is known")
+			assert.Less(t, time.Since(t0), 10*time.Second)
+			assertTracerEnds(t, dir, id)
+		})
+	}
 }
 
 // assertTracerEnds checks that a command with a traced leader left

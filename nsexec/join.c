@@ -5,10 +5,23 @@
  * in it. Part of jail's child stage; nsexec.c has the tables. */
 #include "stage.h"
 
+/* open_host_proc opens the /proc of the helper's own PID namespace, before
+ * it enters the jail: its children's pids, the seccomp notifications' and
+ * those kill_tracers reads in status files are numbered there. A /proc of
+ * another namespace (a container's /proc over the host's PID namespace,
+ * or the reverse) would name other processes by those numbers, and
+ * kill_tracers could not tell the jail's tracers: refused. */
 static int open_host_proc(struct plan *p)
 {
 	(void)p;
-	return (host_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ? -1 : 0;
+	char self[16], want[16];
+	if ((host_proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) return -1;
+	ssize_t n = readlinkat(host_proc, "self", self, sizeof self);
+	if (n < 0) return -1;
+	int w = snprintf(want, sizeof want, "%d", (int)getpid());
+	if (n == w && memcmp(self, want, (size_t)n) == 0) return 0;
+	errno = EXDEV;
+	return -1;
 }
 
 /* join_namespaces enters the jail's namespaces at once through a pidfd of
@@ -75,42 +88,143 @@ void end_joined(pid_t pid, int pidfd)
 		if (poll(&w, 1, TRACER_GRACE_MS) > 0) w.fd = -1; /* it has ended; a pidfd stays readable */
 		siginfo_t ws = {0};
 		if (waitid(P_PID, (id_t)pid, &ws, WEXITED | WNOHANG) == 0 && ws.si_pid == pid) _exit(1);
-		kill_tracers(pid); /* it is traced, or not dead yet */
+		kill_tracers(pid, 1); /* it is traced, or not dead yet */
 	}
 }
 
-/* status_field returns the number after key (as "\nTracerPid:") in the
- * status file dir/name/status, or -1. */
-static pid_t status_field(int dir, const char *name, const char *key)
+/* status_line reads the status file dir/name/status into buf and returns
+ * what follows key (as "\nTracerPid:") on its line, or NULL. */
+static const char *status_line(int dir, const char *name, const char *key, char *buf, size_t size)
 {
-	char path[64], buf[1024];
+	char path[64];
 	snprintf(path, sizeof path, "%s/status", name);
 	int fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
+	if (fd < 0) return NULL;
+	ssize_t n = read(fd, buf, size - 1);
 	close(fd);
-	if (n <= 0) return -1;
+	if (n <= 0) return NULL;
 	buf[n] = 0;
 	char *f = strstr(buf, key);
+	return f ? f + strlen(key) : NULL;
+}
+
+/* status_field returns the number after key in dir/name/status, or -1. */
+static pid_t status_field(int dir, const char *name, const char *key)
+{
+	char buf[2048];
+	const char *f = status_line(dir, name, key, buf, sizeof buf);
 	if (!f) return -1;
 	long v = 0;
-	for (f += strlen(key); *f == ' ' || *f == '\t'; f++) {}
+	for (; *f == ' ' || *f == '\t'; f++) {}
 	for (; *f >= '0' && *f <= '9' && v < 1 << 22; f++) v = v * 10 + (*f - '0');
 	return (pid_t)v;
 }
 
+/* pid_depth returns in how many PID namespaces, from our /proc's down to
+ * its own, the thread dir/name has a pid (the numbers on its status's
+ * NSpid: line), or -1. Status files are world-readable, unlike ns links. */
+static int pid_depth(int dir, const char *name)
+{
+	char buf[2048];
+	const char *f = status_line(dir, name, "\nNSpid:", buf, sizeof buf);
+	if (!f) return -1;
+	int d = 0;
+	for (;;) {
+		for (; *f == ' ' || *f == '\t'; f++) {}
+		if (*f < '0' || *f > '9') return d;
+		for (d++; *f >= '0' && *f <= '9'; f++) {}
+	}
+}
+
 /* same_link says whether the /proc links a (our host /proc's) and b lead
- * to the same namespace. */
+ * to the same namespace: 1, 0, or -1 when one cannot be read (ns links
+ * need ptrace access to their process). */
 static int same_link(const char *a, const char *b)
 {
 	char la[64], lb[64];
 	ssize_t na = readlinkat(host_proc, a, la, sizeof la), nb = readlinkat(host_proc, b, lb, sizeof lb);
-	return na > 0 && na == nb && memcmp(la, lb, (size_t)na) == 0;
+	if (na <= 0 || nb <= 0) return -1;
+	return na == nb && memcmp(la, lb, (size_t)na) == 0;
+}
+
+/* leader_ended says whether the thread pid, our unreaped child, has ended:
+ * its state in /proc/pid/stat (after the name's last ')') is a zombie's. */
+int leader_ended(pid_t pid)
+{
+	char path[32], buf[512];
+	snprintf(path, sizeof path, "%d/stat", (int)pid);
+	int fd = openat(host_proc, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0) return 0;
+	buf[n] = 0;
+	char *r = strrchr(buf, ')');
+	return r && r[1] == ' ' && (r[2] == 'Z' || r[2] == 'X');
+}
+
+/* each_thread calls f for each thread of pid (its /proc/pid/task
+ * entries) until f returns non-zero, and returns that, or 0; -1 when the
+ * process has no task directory (reaped). */
+static int each_thread(pid_t pid, int (*f)(int dfd, const char *tid))
+{
+	char path[32];
+	snprintf(path, sizeof path, "%d/task", (int)pid);
+	int dfd = openat(host_proc, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+	if (dfd < 0) return -1;
+	static char dents[2048]; /* struct linux_dirent64s: ino 8, off 8, reclen 2, type 1, name */
+	long n;
+	while (r == 0 && (n = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
+		for (long off = 0; r == 0 && off < n;) {
+			const char *tid = dents + off + 19;
+			unsigned short reclen;
+			memcpy(&reclen, dents + off + 16, sizeof reclen);
+			off += reclen;
+			if (*tid >= '0' && *tid <= '9') r = f(dfd, tid);
+		}
+	close(dfd);
+	return r;
+}
+
+/* runs_untraced says whether the thread dfd/tid runs on by itself:
+ * neither ended (a zombie) nor traced. */
+static int runs_untraced(int dfd, const char *tid)
+{
+	char buf[2048];
+	const char *st = status_line(dfd, tid, "\nState:", buf, sizeof buf);
+	if (!st) return 0; /* gone */
+	for (; *st == ' ' || *st == '\t'; st++) {}
+	return *st != 'Z' && *st != 'X' && status_field(dfd, tid, "\nTracerPid:") == 0;
+}
+
+/* kill_tracer kills the tracer of the thread dfd/tid if it is a process of
+ * the jail. */
+static int kill_tracer(int dfd, const char *tid)
+{
+	pid_t t = status_field(dfd, tid, "\nTracerPid:"), g;
+	if (t <= 0) return 0;
+	int depth = pid_depth(dfd, tid);
+	/* The tracer is a thread: its process, the one a pidfd takes. */
+	char tracer[16], task[32], path[64];
+	snprintf(tracer, sizeof tracer, "%d", (int)t);
+	if ((g = status_field(host_proc, tracer, "\nTgid:")) <= 0) return 0;
+	int tfd = (int)syscall(SYS_pidfd_open, g, 0);
+	if (tfd < 0) return 0;
+	/* Checked once the pidfd holds g: t still traces the thread and is a
+	 * thread of g, in the jail (our children's PID namespace is the
+	 * jail's). */
+	snprintf(task, sizeof task, "%d/task/%d", (int)g, (int)t);
+	snprintf(path, sizeof path, "%s/ns/pid", task);
+	if (status_field(dfd, tid, "\nTracerPid:") == t && depth > 0 && pid_depth(host_proc, task) == depth &&
+	    same_link(path, "self/ns/pid_for_children") != 0)
+		syscall(SYS_pidfd_send_signal, tfd, SIGKILL, NULL, 0);
+	close(tfd);
+	return 0;
 }
 
 /* kill_tracers kills the processes of the jail that trace a thread of
- * pid, the joined process, once it has ended or was told to die and is
- * still not ours to reap TRACER_GRACE_MS later. A traced zombie is its
+ * pid, the joined process, once it was told to die (killed) or has ended
+ * and is still not ours to reap TRACER_GRACE_MS later. A traced zombie is its
  * tracer's to wait for first: until the tracer lets go, its parent gets no
  * SIGCHLD and cannot reap it, and a tracer that never does (a process the
  * command started, PTRACE_SEIZE from outside its process group, under a
@@ -119,39 +233,17 @@ static int same_link(const char *a, const char *b)
  * the helper reaps it and reports its own status. Only tracers in the
  * jail's PID namespace are killed (a debugger on the host lets go at
  * once), each through a pidfd of its process taken while it still traces
- * the thread: never a recycled pid. */
-void kill_tracers(pid_t pid)
+ * the thread: never a recycled pid. The namespace is told by depth (a
+ * tracer has as many pids as the thread it traces: a shallower one is
+ * outside the jail, and no deeper one can name the thread) and, where
+ * the ns links can be read, by identity. */
+void kill_tracers(pid_t pid, int killed)
 {
-	char path[64];
-	snprintf(path, sizeof path, "%d/task", (int)pid);
-	int dfd = openat(host_proc, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0) return;
-	static char dents[2048]; /* struct linux_dirent64s: ino 8, off 8, reclen 2, type 1, name */
-	long n;
-	while ((n = syscall(SYS_getdents64, dfd, dents, sizeof dents)) > 0)
-		for (long off = 0; off < n;) {
-			const char *tid = dents + off + 19;
-			unsigned short reclen;
-			memcpy(&reclen, dents + off + 16, sizeof reclen);
-			off += reclen;
-			if (*tid < '0' || *tid > '9') continue;
-			pid_t t = status_field(dfd, tid, "\nTracerPid:"), g;
-			if (t <= 0) continue;
-			/* The tracer is a thread: its process, the one a pidfd takes. */
-			char tracer[16];
-			snprintf(tracer, sizeof tracer, "%d", (int)t);
-			if ((g = status_field(host_proc, tracer, "\nTgid:")) <= 0) continue;
-			int tfd = (int)syscall(SYS_pidfd_open, g, 0);
-			if (tfd < 0) continue;
-			/* Checked once the pidfd holds g: t still traces the thread
-			 * and is a thread of g, in the jail (our children's PID
-			 * namespace is the jail's). */
-			snprintf(path, sizeof path, "%d/task/%d/ns/pid", (int)g, (int)t);
-			if (status_field(dfd, tid, "\nTracerPid:") == t && same_link(path, "self/ns/pid_for_children"))
-				syscall(SYS_pidfd_send_signal, tfd, SIGKILL, NULL, 0);
-			close(tfd);
-		}
-	close(dfd);
+	/* A leader that ended alone (SYS_exit, as pthread_exit does) leaves
+	 * its process running: only one all of whose threads have ended or
+	 * are held by tracers is over. */
+	if (!killed && each_thread(pid, runs_untraced) != 0) return;
+	each_thread(pid, kill_tracer);
 }
 
 static int require_join(struct plan *p)

@@ -157,9 +157,9 @@ int reap_workload(struct plan *p)
 	if (pid < 0) return -1;
 	if (pid == 0) { close(ep[0]); run_workload(p, ep[1]); }
 	close(ep[1]);
-	/* A joined process's end is watched through a pidfd as well as SIGCHLD:
-	 * one traced by another process of the session sends no SIGCHLD until
-	 * its tracer lets go (see kill_tracers). */
+	/* A joined process's end is watched through a pidfd as well as
+	 * SIGCHLD: one whose leader another process of the session traces
+	 * sends no SIGCHLD until its tracer lets go (see kill_tracers). */
 	int pfd = -1;
 	if ((p->flags & PLAN_JOIN) && (pfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
 		kill(pid, SIGKILL);
@@ -211,17 +211,28 @@ int reap_workload(struct plan *p)
 
 	struct pollfd fds[4] = {{sfd, POLLIN, 0}, {SYNC_FD, POLLIN, 0}, {(p->flags & PLAN_JOIN) ? lfd : -1, POLLIN, 0}, {pfd, POLLIN, 0}};
 	/* A joined process that has ended, or was told to die, and is still
-	 * not reaped TRACER_GRACE_MS later is traced: see kill_tracers. */
-	int64_t due = -1; /* ms, CLOCK_MONOTONIC */
+	 * not reaped TRACER_GRACE_MS later is traced: see kill_tracers. Due
+	 * is checked after every wake-up, so that a busy listener cannot put
+	 * it off. Its pidfd polls readable only once every thread has ended,
+	 * and a traced thread's zombie outlives the leader's exit_group (the
+	 * kernel wakes no pidfd, not even a PIDFD_THREAD one since Linux 6.15,
+	 * at a leader's end before its threads'): its leader is looked at every
+	 * LEADER_CHECK_MS (check). */
+	int64_t due = -1, check = (p->flags & PLAN_JOIN) ? now_ms() + LEADER_CHECK_MS : -1; /* ms, CLOCK_MONOTONIC */
+	int killed = 0; /* SIG_KILL_JOINED came */
 	for (;;) {
-		int64_t left = due < 0 ? -1 : due - now_ms();
-		int n = poll(fds, 4, due < 0 ? -1 : left > 0 ? (int)left : 0);
+		int64_t next = due >= 0 ? due : check, left = next < 0 ? -1 : next - now_ms();
+		int n = poll(fds, 4, next < 0 ? -1 : left > 0 ? (int)left : 0);
 		if (n < 0) { if (errno == EINTR) continue; return -1; }
-		if (n == 0) {
-			kill_tracers(pid);
+		int64_t now = now_ms();
+		if (due >= 0 && now >= due) {
+			kill_tracers(pid, killed);
 			due = now_ms() + TRACER_GRACE_MS;
-			continue;
+		} else if (due < 0 && check >= 0 && now >= check) {
+			if (leader_ended(pid)) due = now + TRACER_GRACE_MS;
+			check = now + LEADER_CHECK_MS;
 		}
+		if (n == 0) continue;
 		if (fds[2].revents && serve_notifications(p, lfd, pid, 0) < 0) fds[2].fd = -1; /* the filter is unused */
 		if (fds[1].revents) { /* the parent went away (or spoke out of turn): end the jail, or the joined process */
 			if (p->flags & PLAN_JOIN) end_joined(pid, pfd);
@@ -237,6 +248,7 @@ int reap_workload(struct plan *p)
 		if (si.ssi_signo == SIG_KILL_JOINED) {
 			if (p->flags & PLAN_JOIN) {
 				kill(-pid, SIGKILL); /* its end is reported when it is reaped */
+				killed = 1;
 				if (due < 0) due = now_ms() + TRACER_GRACE_MS;
 			}
 			continue;

@@ -113,10 +113,14 @@ int reap_workload(struct plan *p);
 uint32_t extra_fds(const struct plan *p);
 uint32_t join_ns_fds(const struct plan *p);
 void end_joined(pid_t pid, int pidfd) __attribute__((noreturn));
-void kill_tracers(pid_t pid);
+void kill_tracers(pid_t pid, int killed);
+int leader_ended(pid_t pid);
 /* TRACER_GRACE_MS: how long a joined process that ended or was killed may
- * stay unreapable (traced) before its tracers in the jail are killed. */
+ * stay unreapable (traced) before its tracers in the jail are killed.
+ * LEADER_CHECK_MS: how often a helper looks whether the joined process's
+ * leader thread has ended while the process has not. */
 #define TRACER_GRACE_MS 100
+#define LEADER_CHECK_MS 1000
 void kill_joined_cgroup(void);
 extern int failed_op; /* index of the mount op that failed, for the report */
 

@@ -13,8 +13,9 @@
  *   probe seize PID      trace PID (PTRACE_SEIZE) and never wait for it;
  *                        print "ready", close stdout and stderr, sleep
  *   probe seize-thread PID  the same from a second thread
- *   probe thread         start a thread that prints its thread id, and
- *                        wait forever
+ *   probe thread [CODE]  start a thread that prints its thread id, and
+ *                        wait forever, or with CODE until that thread is
+ *                        traced, then exit CODE (exit_group)
  *   probe dodge NAME N [MS]  make the syscall NAME up to N times while
  *                        another thread floods this one with a signal whose
  *                        handler does not restart calls; if it lives, wait
@@ -166,10 +167,12 @@ static void *seize(void *arg)
 	return NULL;
 }
 
+static volatile pid_t said_tid;
 static void *say_tid(void *arg)
 {
 	(void)arg;
-	printf("%ld\n", (long)syscall(SYS_gettid));
+	said_tid = (pid_t)syscall(SYS_gettid);
+	printf("%ld\n", (long)said_tid);
 	fflush(stdout);
 	for (;;) pause();
 	return NULL;
@@ -348,10 +351,25 @@ int main(int argc, char **argv)
 		}
 		seize(argv[2]);
 	}
-	if (!strcmp(argv[1], "thread") && argc == 2) {
+	if (!strcmp(argv[1], "thread") && (argc == 2 || argc == 3)) {
 		pthread_t t;
 		if (pthread_create(&t, NULL, say_tid, NULL) != 0) return report(-1);
-		for (;;) pause();
+		if (argc == 2)
+			for (;;) pause();
+		for (;;) { /* until a TracerPid other than 0 in a thread's status */
+			char path[64], buf[4096];
+			pid_t tid;
+			while ((tid = said_tid) == 0) usleep(1000);
+			snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+			if (fd >= 0) close(fd);
+			if (n <= 0) return report(-1);
+			buf[n] = 0;
+			char *f = strstr(buf, "\nTracerPid:");
+			if (f && atoi(f + 11) != 0) exit(atoi(argv[2]));
+			usleep(1000);
+		}
 	}
 	if (!strcmp(argv[1], "spin") && argc == 3) {
 		for (int i = 1, n = atoi(argv[2]); i < n; i++) {
