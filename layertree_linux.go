@@ -191,6 +191,10 @@ func snapshotUsers(sdir string) ([]string, error) {
 					up = append(up, u.ID)
 					continue
 				}
+				if st.seen() != nil {
+					up = append(up, u.ID) // in another PID namespace: never removed on a guess
+					continue
+				}
 			}
 		}
 		if err := os.Remove(mark); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -357,6 +357,11 @@ type sessionState struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"start_time"`
 	PIDNS     uint64 `json:"pidns"`
+	// CallerPIDNS is the PID namespace PID is numbered in, its creator's:
+	// a caller in another one sees another process, or none, by that pid,
+	// and must not take the session for ended. 0: not known (an older
+	// state).
+	CallerPIDNS uint64 `json:"caller_pidns,omitempty"`
 	// Spec is the session's, for each command's defaults.
 	Spec Spec `json:"spec"`
 	// Join and Process are the templates of each command's plans.

@@ -371,11 +371,15 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 		}},
 		{name: "state", do: func() error {
 			pid := c.child.Pid()
+			caller, err := procfs.SelfPIDNS()
+			if err != nil {
+				return err
+			}
 			start, pidns, err := processIdentity(pid)
 			if err != nil {
 				return err
 			}
-			st.PID, st.StartTime, st.PIDNS, st.CreatedAt = pid, start, pidns, time.Now().UTC()
+			st.PID, st.StartTime, st.PIDNS, st.CallerPIDNS, st.CreatedAt = pid, start, pidns, caller, time.Now().UTC()
 			// PID 1 holds the session up and uses next to no memory: the
 			// OOM killer is to take a command (a whole one: cgroup.Delegate)
 			// when the session runs out. Lowering it needs CAP_SYS_RESOURCE
@@ -747,6 +751,22 @@ func (st *sessionState) pidfdOf() (int, error) {
 	return fd, nil
 }
 
+// seen returns nil if this process sees the pids the state's are
+// numbered in: only then can it tell the session has ended when pidfdOf
+// finds no PID 1. To a caller in another PID namespace (a container
+// sharing the state directory, unshare -p) the session is not found, and
+// it is never cleaned up on its word.
+func (st *sessionState) seen() error {
+	caller, err := procfs.SelfPIDNS()
+	if err != nil {
+		return err
+	}
+	if st.CallerPIDNS != 0 && caller != st.CallerPIDNS {
+		return errors.New("it was made in another PID namespace than this process's")
+	}
+	return nil
+}
+
 // Get returns the session id. It returns an error wrapping ErrNotFound if
 // there is none, and cleans up (and returns ErrNotFound for) a session
 // that has ended.
@@ -786,6 +806,9 @@ func (m *Sessions) Get(id string) (*Session, error) {
 		unix.Close(fd)
 		return s, nil
 	}
+	if err := st.seen(); err != nil {
+		return nil, fmt.Errorf("session %s: %w: %w", id, err, ErrNotFound)
+	}
 	if err := m.cleanup(dir, st); err != nil {
 		return nil, fmt.Errorf("session %s has ended, and what it left could not be removed: %w", id, err)
 	}
@@ -808,6 +831,9 @@ func (m *Sessions) cleanup(dir string, st *sessionState) error {
 		if fd, err := st.pidfdOf(); err == nil {
 			unix.Close(fd)
 			return nil // it is alive after all
+		}
+		if st.seen() != nil {
+			return nil // it may be alive: not ours to judge
 		}
 		if err := releaseNetwork(st); err != nil {
 			return err

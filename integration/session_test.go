@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -458,6 +459,55 @@ func TestSessionDeadlines(t *testing.T) {
 	sessOK(t, dir, "gc")
 	entries, _ := os.ReadDir(dir)
 	assert.Empty(t, entries, "gc leaves nothing")
+}
+
+// TestSessionOtherPIDNamespace: a session's state names its PID 1 by a
+// pid of its creator's PID namespace. A caller in another (a container
+// sharing the state directory; unshare -p, with or without its own /proc)
+// sees another process or none by that pid: there the session is not
+// found, and not taken for ended. exec and gc there used to remove its
+// state and kill its cgroup, ending it.
+func TestSessionOtherPIDNamespace(t *testing.T) {
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create"))
+	defer sess(t, dir, "rm", id)
+	pid := inspect(t, dir, id).PID
+	unshare := []string{"unshare", "-pf"}
+	if unprivileged {
+		unshare = []string{"unshare", "-Urpf"}
+	}
+	path, err := exec.LookPath("unshare")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		says  string
+	}{
+		{"the host's /proc", nil, "/proc is not this process's PID namespace's"},
+		{"its own /proc", []string{"--mount-proc"}, "it was made in another PID namespace than this process's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, sub := range [][]string{{"exec", id, "--", "true"}, {"gc"}} {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				c := jailCmd(ctx)
+				c.Path = path
+				c.Args = append(append(append(slices.Clone(unshare), tc.extra...), jailBin, "session", sub[0], "--state-dir", dir), sub[1:]...)
+				r := runJailCmd(t, c)
+				cancel()
+				if sub[0] == "gc" {
+					assert.Equal(t, 0, r.code, r.stderr)
+					assert.Empty(t, strings.TrimSpace(r.stdout), "gc removed nothing")
+				} else {
+					assert.Equal(t, 125, r.code, r.stderr)
+					assert.Contains(t, r.stderr, tc.says)
+					assert.Contains(t, r.stderr, "session not found")
+				}
+			}
+			assert.Equal(t, "running", inspect(t, dir, id).State)
+			assert.Equal(t, pid, inspect(t, dir, id).PID)
+			assert.Equal(t, "alive\n", sessOK(t, dir, "exec", id, "--", "echo", "alive"))
+		})
+	}
 }
 
 func TestSessionPauseFreezes(t *testing.T) {

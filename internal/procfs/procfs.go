@@ -157,6 +157,18 @@ func ReadIdentity(proc string) (Identity, error) {
 	return Identity{StartTime: st.StartTime, PIDNS: sys.Ino, State: st.State}, nil
 }
 
+// SelfPIDNS returns the inode of this process's PID namespace, the one
+// the pids it sees are numbered in, and an error if /proc is another PID
+// namespace's (unshare -p without its own /proc), whose pids would name
+// other processes.
+func SelfPIDNS() (uint64, error) {
+	if self, err := os.Readlink("/proc/self"); err != nil || self != strconv.Itoa(os.Getpid()) {
+		return 0, fmt.Errorf("/proc is not this process's PID namespace's (/proc/self is %q, not %d)", self, os.Getpid())
+	}
+	id, err := ReadIdentity("self")
+	return id.PIDNS, err
+}
+
 // OwnerTag names this process on objects it makes that outlive it
 // elsewhere (a container, a Pod): "BOOT:PIDNS:PID:START", the boot id, the
 // inode of its PID namespace, its pid there and its start time.

@@ -58,6 +58,17 @@ func TestReadIdentity(t *testing.T) {
 	}
 }
 
+func TestSelfPIDNS(t *testing.T) {
+	ns, err := SelfPIDNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := ReadIdentity("self")
+	if err != nil || ns == 0 || ns != self.PIDNS {
+		t.Errorf("got %d, want this process's PID namespace %d (%v)", ns, self.PIDNS, err)
+	}
+}
+
 func TestOwnerGone(t *testing.T) {
 	tag := OwnerTag()
 	f := strings.Split(tag, ":")
