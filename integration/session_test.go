@@ -300,6 +300,35 @@ func TestSessionExecTracedLeaderExits(t *testing.T) {
 	}
 }
 
+// TestTracemeParent: a workload that makes its parent its tracer
+// (PTRACE_TRACEME, where the policy allows ptrace) makes a run's PID 1, or
+// a session command's helper, the tracer of its execve. Its stops come to
+// their wait whatever its options: they took the first for its end,
+// reported a stopped status, and a run's PID 1 exited, which killed it.
+// They let it go on untraced now, and report its real end.
+func TestTracemeParent(t *testing.T) {
+	argv := []string{"/probe/probe", "traceme", "/bin/sh", "-c", "echo traced; exit 7"}
+	check := func(t *testing.T, r result) {
+		t.Helper()
+		var res jail.Result
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), "stdout %q stderr %s", r.stdout, r.stderr)
+		assert.Equal(t, 7, r.code, r.stderr)
+		assert.Equal(t, jail.StatusExited, res.Status)
+		assert.Equal(t, 7, res.ExitCode)
+		assert.Equal(t, "traced\n", res.Stdout)
+	}
+	t.Run("run", func(t *testing.T) {
+		check(t, runJail(t, append([]string{"run", "--json", "--seccomp", "none", "--ro-bind", binDir + ":/probe", "--"}, argv...)...))
+	})
+	t.Run("session", func(t *testing.T) {
+		dir := sessionDir(t)
+		id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
+		defer sess(t, dir, "rm", id)
+		check(t, sess(t, dir, "exec", append([]string{"--json", "--timeout", "30s", id, "--"}, argv...)...))
+		assert.Equal(t, onlyPID1, awaitOnlyPID1(t, dir, id), "nothing of the command is left")
+	})
+}
+
 // assertTracerEnds checks that a command with a traced leader left
 // nothing in session id, cgroup or not: its helper killed the tracer,
 // which held the leader's end (the cgroup kills it too).

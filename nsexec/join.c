@@ -5,12 +5,15 @@
  * in it. Part of jail's child stage; nsexec.c has the tables. */
 #include "stage.h"
 
+static int pid_depth(int dir, const char *name);
+
 /* open_host_proc opens the /proc of the helper's own PID namespace, before
  * it enters the jail: its children's pids, the seccomp notifications' and
  * those kill_tracers reads in status files are numbered there. A /proc of
  * another namespace (a container's /proc over the host's PID namespace,
  * or the reverse) would name other processes by those numbers, and
- * kill_tracers could not tell the jail's tracers: refused. */
+ * kill_tracers could not tell the jail's tracers: refused. It is ours when
+ * it shows us by our pid, and by that one only. */
 static int open_host_proc(struct plan *p)
 {
 	(void)p;
@@ -19,7 +22,8 @@ static int open_host_proc(struct plan *p)
 	ssize_t n = readlinkat(host_proc, "self", self, sizeof self);
 	if (n < 0) return -1;
 	int w = snprintf(want, sizeof want, "%d", (int)getpid());
-	if (n == w && memcmp(self, want, (size_t)n) == 0) return 0;
+	/* Our pid there, and one only: an ancestor's /proc shows more. */
+	if (n == w && memcmp(self, want, (size_t)n) == 0 && pid_depth(host_proc, "self") == 1) return 0;
 	errno = EXDEV;
 	return -1;
 }
@@ -87,31 +91,47 @@ void end_joined(pid_t pid, int pidfd)
 	for (;;) {
 		if (poll(&w, 1, TRACER_GRACE_MS) > 0) w.fd = -1; /* it has ended; a pidfd stays readable */
 		siginfo_t ws = {0};
-		if (waitid(P_PID, (id_t)pid, &ws, WEXITED | WNOHANG) == 0 && ws.si_pid == pid) _exit(1);
+		if (waitid(P_PID, (id_t)pid, &ws, WEXITED | WNOHANG) == 0 && ws.si_pid == pid &&
+		    ws.si_code != CLD_TRAPPED && ws.si_code != CLD_STOPPED) /* a stop of a PTRACE_TRACEME child */
+			_exit(1);
 		kill_tracers(pid, 1); /* it is traced, or not dead yet */
 	}
 }
 
-/* status_line reads the status file dir/name/status into buf and returns
- * what follows key (as "\nTracerPid:") on its line, or NULL. */
+/* status_line finds the line of dir/name/status that starts with key (as
+ * "TracerPid:") and copies the rest of it, up to size - 1 bytes, into buf;
+ * it returns buf, or NULL. It reads on to the end of the file if need be:
+ * a long Groups: line (hundreds of groups, or one gid set thousands of
+ * times) comes before NSpid:. */
 static const char *status_line(int dir, const char *name, const char *key, char *buf, size_t size)
 {
-	char path[64];
+	char path[64], chunk[1024];
 	snprintf(path, sizeof path, "%s/status", name);
 	int fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) return NULL;
-	ssize_t n = read(fd, buf, size - 1);
+	size_t klen = strlen(key), col = 0, out = 0;
+	int match = 1, found = 0; /* match: the line so far agrees with key */
+	ssize_t n;
+	while (!found && (n = read(fd, chunk, sizeof chunk)) > 0)
+		for (ssize_t i = 0; i < n && !found; i++) {
+			if (chunk[i] == '\n') {
+				found = match && col >= klen;
+				if (!found) col = out = 0, match = 1;
+				continue;
+			}
+			if (col < klen) match = match && chunk[i] == key[col];
+			else if (match && out < size - 1) buf[out++] = chunk[i];
+			col++;
+		}
 	close(fd);
-	if (n <= 0) return NULL;
-	buf[n] = 0;
-	char *f = strstr(buf, key);
-	return f ? f + strlen(key) : NULL;
+	buf[out] = 0;
+	return found || (match && col >= klen) ? buf : NULL;
 }
 
 /* status_field returns the number after key in dir/name/status, or -1. */
 static pid_t status_field(int dir, const char *name, const char *key)
 {
-	char buf[2048];
+	char buf[64];
 	const char *f = status_line(dir, name, key, buf, sizeof buf);
 	if (!f) return -1;
 	long v = 0;
@@ -125,8 +145,8 @@ static pid_t status_field(int dir, const char *name, const char *key)
  * NSpid: line), or -1. Status files are world-readable, unlike ns links. */
 static int pid_depth(int dir, const char *name)
 {
-	char buf[2048];
-	const char *f = status_line(dir, name, "\nNSpid:", buf, sizeof buf);
+	char buf[512]; /* 32 levels of pids at most */
+	const char *f = status_line(dir, name, "NSpid:", buf, sizeof buf);
 	if (!f) return -1;
 	int d = 0;
 	for (;;) {
@@ -186,28 +206,28 @@ static int each_thread(pid_t pid, int (*f)(int dfd, const char *tid))
 	return r;
 }
 
-/* runs_untraced says whether the thread dfd/tid runs on by itself:
- * neither ended (a zombie) nor traced. */
-static int runs_untraced(int dfd, const char *tid)
+/* runs_on says whether the thread dfd/tid has not ended: neither a zombie
+ * nor dead. */
+static int runs_on(int dfd, const char *tid)
 {
-	char buf[2048];
-	const char *st = status_line(dfd, tid, "\nState:", buf, sizeof buf);
+	char buf[64];
+	const char *st = status_line(dfd, tid, "State:", buf, sizeof buf);
 	if (!st) return 0; /* gone */
 	for (; *st == ' ' || *st == '\t'; st++) {}
-	return *st != 'Z' && *st != 'X' && status_field(dfd, tid, "\nTracerPid:") == 0;
+	return *st != 'Z' && *st != 'X';
 }
 
 /* kill_tracer kills the tracer of the thread dfd/tid if it is a process of
  * the jail. */
 static int kill_tracer(int dfd, const char *tid)
 {
-	pid_t t = status_field(dfd, tid, "\nTracerPid:"), g;
+	pid_t t = status_field(dfd, tid, "TracerPid:"), g;
 	if (t <= 0) return 0;
 	int depth = pid_depth(dfd, tid);
 	/* The tracer is a thread: its process, the one a pidfd takes. */
 	char tracer[16], task[32], path[64];
 	snprintf(tracer, sizeof tracer, "%d", (int)t);
-	if ((g = status_field(host_proc, tracer, "\nTgid:")) <= 0) return 0;
+	if ((g = status_field(host_proc, tracer, "Tgid:")) <= 0) return 0;
 	int tfd = (int)syscall(SYS_pidfd_open, g, 0);
 	if (tfd < 0) return 0;
 	/* Checked once the pidfd holds g: t still traces the thread and is a
@@ -215,7 +235,7 @@ static int kill_tracer(int dfd, const char *tid)
 	 * jail's). */
 	snprintf(task, sizeof task, "%d/task/%d", (int)g, (int)t);
 	snprintf(path, sizeof path, "%s/ns/pid", task);
-	if (status_field(dfd, tid, "\nTracerPid:") == t && depth > 0 && pid_depth(host_proc, task) == depth &&
+	if (status_field(dfd, tid, "TracerPid:") == t && depth > 0 && pid_depth(host_proc, task) == depth &&
 	    same_link(path, "self/ns/pid_for_children") != 0)
 		syscall(SYS_pidfd_send_signal, tfd, SIGKILL, NULL, 0);
 	close(tfd);
@@ -224,7 +244,8 @@ static int kill_tracer(int dfd, const char *tid)
 
 /* kill_tracers kills the processes of the jail that trace a thread of
  * pid, the joined process, once it was told to die (killed) or has ended
- * and is still not ours to reap TRACER_GRACE_MS later. A traced zombie is its
+ * and is still not ours to reap TRACER_GRACE_MS later; it returns 0, and
+ * kills none, when the process runs on. A traced zombie is its
  * tracer's to wait for first: until the tracer lets go, its parent gets no
  * SIGCHLD and cannot reap it, and a tracer that never does (a process the
  * command started, PTRACE_SEIZE from outside its process group, under a
@@ -237,13 +258,16 @@ static int kill_tracer(int dfd, const char *tid)
  * tracer has as many pids as the thread it traces: a shallower one is
  * outside the jail, and no deeper one can name the thread) and, where
  * the ns links can be read, by identity. */
-void kill_tracers(pid_t pid, int killed)
+int kill_tracers(pid_t pid, int killed)
 {
 	/* A leader that ended alone (SYS_exit, as pthread_exit does) leaves
-	 * its process running: only one all of whose threads have ended or
-	 * are held by tracers is over. */
-	if (!killed && each_thread(pid, runs_untraced) != 0) return;
+	 * its process running, traced or not (strace -f, a debugger): only
+	 * one all of whose threads have ended is over. A thread a tracer
+	 * holds in its exit stop (PTRACE_O_TRACEEXIT) has not, and waits for
+	 * the timeout's kill. */
+	if (!killed && each_thread(pid, runs_on) != 0) return 0;
 	each_thread(pid, kill_tracer);
+	return 1;
 }
 
 static int require_join(struct plan *p)

@@ -226,8 +226,8 @@ int reap_workload(struct plan *p)
 		if (n < 0) { if (errno == EINTR) continue; return -1; }
 		int64_t now = now_ms();
 		if (due >= 0 && now >= due) {
-			kill_tracers(pid, killed);
-			due = now_ms() + TRACER_GRACE_MS;
+			if (kill_tracers(pid, killed)) due = now_ms() + TRACER_GRACE_MS;
+			else due = -1, check = now + LEADER_CHECK_MS; /* it runs on without its leader */
 		} else if (due < 0 && check >= 0 && now >= check) {
 			if (leader_ended(pid)) due = now + TRACER_GRACE_MS;
 			check = now + LEADER_CHECK_MS;
@@ -265,10 +265,21 @@ int reap_workload(struct plan *p)
 			 * the caller would wait for whatever holds its output).
 			 * Before the reap, so the group's id cannot be reused. */
 			siginfo_t ws = {0};
-			if (waitid(P_PID, (id_t)pid, &ws, WEXITED | WNOHANG | WNOWAIT) == 0 && ws.si_pid == pid)
+			if (waitid(P_PID, (id_t)pid, &ws, WEXITED | WNOHANG | WNOWAIT) == 0 && ws.si_pid == pid &&
+			    ws.si_code != CLD_TRAPPED && ws.si_code != CLD_STOPPED)
 				kill(-pid, SIGKILL);
 		}
-		while ((r = waitpid(-1, &status, WNOHANG)) > 0)
+		while ((r = waitpid(-1, &status, WNOHANG)) > 0) {
+			if (WIFSTOPPED(status)) {
+				/* A child that made us its tracer (PTRACE_TRACEME,
+				 * where the policy allows ptrace): its stops come to
+				 * us whatever the wait's options, and are no end. Let
+				 * it go on untraced, with the signal that stopped it
+				 * but the SIGTRAP of its execve or of a ptrace event. */
+				int sig = (status >> 16) || WSTOPSIG(status) == SIGTRAP ? 0 : WSTOPSIG(status);
+				ptrace(PTRACE_DETACH, r, NULL, (void *)(intptr_t)sig);
+				continue;
+			}
 			if (r == pid) {
 				if (fds[2].fd >= 0) serve_notifications(p, lfd, pid, 1);
 				drain_listener();
@@ -279,6 +290,7 @@ int reap_workload(struct plan *p)
 				if (p->flags & PLAN_JOIN) kill_joined_cgroup();
 				_exit(0);
 			}
+		}
 	}
 }
 

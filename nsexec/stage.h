@@ -26,6 +26,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -113,7 +114,7 @@ int reap_workload(struct plan *p);
 uint32_t extra_fds(const struct plan *p);
 uint32_t join_ns_fds(const struct plan *p);
 void end_joined(pid_t pid, int pidfd) __attribute__((noreturn));
-void kill_tracers(pid_t pid, int killed);
+int kill_tracers(pid_t pid, int killed);
 int leader_ended(pid_t pid);
 /* TRACER_GRACE_MS: how long a joined process that ended or was killed may
  * stay unreapable (traced) before its tracers in the jail are killed.

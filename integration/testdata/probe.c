@@ -13,6 +13,8 @@
  *   probe seize PID      trace PID (PTRACE_SEIZE) and never wait for it;
  *                        print "ready", close stdout and stderr, sleep
  *   probe seize-thread PID  the same from a second thread
+ *   probe traceme PROG [ARGS...]  make its parent its tracer
+ *                        (PTRACE_TRACEME), then execute PROG
  *   probe thread [CODE]  start a thread that prints its thread id, and
  *                        wait forever, or with CODE until that thread is
  *                        traced, then exit CODE (exit_group)
@@ -350,6 +352,11 @@ int main(int argc, char **argv)
 			for (;;) pause();
 		}
 		seize(argv[2]);
+	}
+	if (!strcmp(argv[1], "traceme") && argc >= 3) {
+		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0) return report(-1);
+		execv(argv[2], argv + 2);
+		return report(-1);
 	}
 	if (!strcmp(argv[1], "thread") && (argc == 2 || argc == 3)) {
 		pthread_t t;
