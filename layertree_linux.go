@@ -191,7 +191,7 @@ func snapshotUsers(sdir string) ([]string, error) {
 					up = append(up, u.ID)
 					continue
 				}
-				if st.seen() != nil {
+				if st.seen(dir) != nil {
 					up = append(up, u.ID) // in another PID namespace: never removed on a guess
 					continue
 				}

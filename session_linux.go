@@ -751,20 +751,30 @@ func (st *sessionState) pidfdOf() (int, error) {
 	return fd, nil
 }
 
-// seen returns nil if this process sees the pids the state's are
-// numbered in: only then can it tell the session has ended when pidfdOf
-// finds no PID 1. To a caller in another PID namespace (a container
-// sharing the state directory, unshare -p) the session is not found, and
-// it is never cleaned up on its word.
-func (st *sessionState) seen() error {
+// seen returns nil if this process can tell that the session in dir has
+// ended when pidfdOf finds no PID 1: it sees the pids the state's are
+// numbered in, or the session's control socket, which only its PID 1
+// listens on, refuses connections. To a caller in another PID namespace
+// (a container sharing the state directory, unshare -p) a live session is
+// not found, and it is never cleaned up on its word; one whose PID 1 is
+// gone (its namespace, too, after a container's restart) is.
+func (st *sessionState) seen(dir string) error {
 	caller, err := procfs.SelfPIDNS()
-	if err != nil {
-		return err
+	if err == nil && (st.CallerPIDNS == 0 || caller == st.CallerPIDNS) {
+		return nil
 	}
-	if st.CallerPIDNS != 0 && caller != st.CallerPIDNS {
-		return errors.New("it was made in another PID namespace than this process's")
+	if err == nil {
+		err = errors.New("it was made in another PID namespace than this process's")
 	}
-	return nil
+	path := filepath.Join(dir, "ctl.sock")
+	if f, fd, serr := seqpacket(path); serr == nil {
+		cerr := unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+		f.Close()
+		if cerr == unix.ECONNREFUSED {
+			return nil
+		}
+	}
+	return err
 }
 
 // Get returns the session id. It returns an error wrapping ErrNotFound if
@@ -806,7 +816,7 @@ func (m *Sessions) Get(id string) (*Session, error) {
 		unix.Close(fd)
 		return s, nil
 	}
-	if err := st.seen(); err != nil {
+	if err := st.seen(dir); err != nil {
 		return nil, fmt.Errorf("session %s: %w: %w", id, err, ErrNotFound)
 	}
 	if err := m.cleanup(dir, st); err != nil {
@@ -832,7 +842,7 @@ func (m *Sessions) cleanup(dir string, st *sessionState) error {
 			unix.Close(fd)
 			return nil // it is alive after all
 		}
-		if st.seen() != nil {
+		if st.seen(dir) != nil {
 			return nil // it may be alive: not ours to judge
 		}
 		if err := releaseNetwork(st); err != nil {

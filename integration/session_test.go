@@ -503,7 +503,7 @@ func TestSessionOtherPIDNamespace(t *testing.T) {
 	pid := inspect(t, dir, id).PID
 	unshare := []string{"unshare", "-pf"}
 	if unprivileged {
-		unshare = []string{"unshare", "-Urpf"}
+		unshare = []string{"unshare", "-Ucpf"}
 	}
 	path, err := exec.LookPath("unshare")
 	require.NoError(t, err)
@@ -537,6 +537,23 @@ func TestSessionOtherPIDNamespace(t *testing.T) {
 			assert.Equal(t, "alive\n", sessOK(t, dir, "exec", id, "--", "echo", "alive"))
 		})
 	}
+	// A session made in a PID namespace that is gone (a container's,
+	// restarted) went with it: its control socket refuses, and gc here
+	// removes what it left.
+	t.Run("made in a namespace now gone", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c := jailCmd(ctx)
+		c.Path = path
+		c.Args = append(slices.Clone(unshare), "--mount-proc", jailBin, "session", "create", "--state-dir", dir)
+		r := runJailCmd(t, c)
+		require.Equal(t, 0, r.code, r.stderr)
+		gone := strings.TrimSpace(r.stdout)
+		require.DirExists(t, filepath.Join(dir, gone))
+		assert.Contains(t, sessOK(t, dir, "gc"), gone)
+		assert.NoDirExists(t, filepath.Join(dir, gone))
+		assert.Equal(t, "alive\n", sessOK(t, dir, "exec", id, "--", "echo", "alive"), "the other session runs on")
+	})
 }
 
 func TestSessionPauseFreezes(t *testing.T) {

@@ -20,6 +20,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/jailrt/jail/internal/procfs"
 )
 
 // LeaseDir holds one lock file per lease index in use: "lease-N", locked
@@ -113,15 +115,19 @@ func (l *Lease) Release() {
 
 // Hand gives the lease to a long-lived process that does not hold its
 // lock, a session's PID 1: its file names the process (pid and start
-// time), and the lease is in use for as long as that process lives. The
-// caller keeps nothing.
+// time, and the PID namespace the pid is ours in), and the lease is in use
+// for as long as that process lives. The caller keeps nothing.
 func (l *Lease) Hand(pid int, start uint64) error {
 	if l == nil || l.f == nil {
 		return errors.New("lease: not held")
 	}
-	err := l.f.Truncate(0)
+	pidns, err := procfs.SelfPIDNS()
+	if err != nil {
+		return err
+	}
+	err = l.f.Truncate(0)
 	if err == nil {
-		_, err = l.f.WriteAt([]byte(fmt.Sprintf("%d %d session\n", pid, start)), 0)
+		_, err = l.f.WriteAt([]byte(fmt.Sprintf("%d %d session %d\n", pid, start, pidns)), 0)
 	}
 	if err == nil {
 		err = l.f.Sync()
@@ -132,22 +138,44 @@ func (l *Lease) Hand(pid int, start uint64) error {
 }
 
 // sessionAlive reports whether lease file f names a session's PID 1 that
-// still runs.
+// still runs, or may: one whose pid is of another PID namespace than ours
+// (unshare -p, a container sharing /run/jail) is never judged gone here.
 func sessionAlive(f *os.File) bool {
-	b := make([]byte, 64)
+	b := make([]byte, 96)
 	n, _ := f.ReadAt(b, 0)
 	pid, start, ok := parseSessionOwner(string(b[:n]))
-	return ok && processStart(pid) == start
+	if !ok {
+		return false
+	}
+	if ns := sessionPIDNS(string(b[:n])); ns != 0 {
+		if self, err := procfs.SelfPIDNS(); err != nil || self != ns {
+			return true
+		}
+	}
+	return processStart(pid) == start
 }
 
+// parseSessionOwner reads a lease file Hand wrote: "PID START session
+// [PIDNS]" (without PIDNS from before it was recorded).
 func parseSessionOwner(s string) (int, uint64, bool) {
 	f := strings.Fields(s)
-	if len(f) != 3 || f[2] != "session" {
+	if (len(f) != 3 && len(f) != 4) || f[2] != "session" {
 		return 0, 0, false
 	}
 	pid, err1 := strconv.Atoi(f[0])
 	start, err2 := strconv.ParseUint(f[1], 10, 64)
 	return pid, start, err1 == nil && err2 == nil && pid > 0
+}
+
+// sessionPIDNS is the PID namespace of a lease file's session owner, 0
+// when it does not say.
+func sessionPIDNS(s string) uint64 {
+	f := strings.Fields(s)
+	if len(f) != 4 {
+		return 0
+	}
+	ns, _ := strconv.ParseUint(f[3], 10, 64)
+	return ns
 }
 
 // processStart is the start time (field 22 of /proc/PID/stat) of a live

@@ -160,13 +160,22 @@ func ReadIdentity(proc string) (Identity, error) {
 // SelfPIDNS returns the inode of this process's PID namespace, the one
 // the pids it sees are numbered in, and an error if /proc is another PID
 // namespace's (unshare -p without its own /proc), whose pids would name
-// other processes.
+// other processes. /proc is ours when it shows us by our pid, and by that
+// one only (an ancestor's shows one per namespace level: NSpid).
 func SelfPIDNS() (uint64, error) {
-	if self, err := os.Readlink("/proc/self"); err != nil || self != strconv.Itoa(os.Getpid()) {
-		return 0, fmt.Errorf("/proc is not this process's PID namespace's (/proc/self is %q, not %d)", self, os.Getpid())
+	self, err := os.Readlink("/proc/self")
+	if err == nil && self == strconv.Itoa(os.Getpid()) {
+		var status []byte
+		if status, err = os.ReadFile("/proc/self/status"); err == nil {
+			for _, line := range strings.Split(string(status), "\n") {
+				if v, ok := strings.CutPrefix(line, "NSpid:"); ok && len(strings.Fields(v)) == 1 {
+					id, err := ReadIdentity("self")
+					return id.PIDNS, err
+				}
+			}
+		}
 	}
-	id, err := ReadIdentity("self")
-	return id.PIDNS, err
+	return 0, fmt.Errorf("/proc is not this process's PID namespace's (/proc/self is %q, this process %d)", self, os.Getpid())
 }
 
 // OwnerTag names this process on objects it makes that outlive it
