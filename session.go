@@ -362,6 +362,11 @@ type sessionState struct {
 	// and must not take the session for ended. 0: not known (an older
 	// state).
 	CallerPIDNS uint64 `json:"caller_pidns,omitempty"`
+	// Control is the device and inode of the session's control socket
+	// (ctl.sock) as its creator made it: a caller that finds another file
+	// there (the directory seen through an overlay's upper layer, a network
+	// file system) cannot take a refused connection for PID 1's end.
+	Control [2]uint64 `json:"control,omitempty"`
 	// Spec is the session's, for each command's defaults.
 	Spec Spec `json:"spec"`
 	// Join and Process are the templates of each command's plans.

@@ -321,8 +321,15 @@ func (m *Sessions) Create(ctx context.Context, ss SessionSpec) (_ *Session, retE
 			return err
 		}, undo: c.destroyCgroup},
 		{name: "control socket", do: func() (err error) {
-			ctl, err = listenControl(filepath.Join(dir, "ctl.sock"))
-			return err
+			if ctl, err = listenControl(filepath.Join(dir, "ctl.sock")); err != nil {
+				return err
+			}
+			var sb unix.Stat_t
+			if err := unix.Stat(filepath.Join(dir, "ctl.sock"), &sb); err != nil {
+				return &os.PathError{Op: "stat", Path: filepath.Join(dir, "ctl.sock"), Err: err}
+			}
+			st.Control = [2]uint64{sb.Dev, sb.Ino}
+			return nil
 		}},
 		{name: "clone", do: func() error { return c.spawnDetached(append(files, ctl)) }, undo: c.abort},
 		{name: "network", do: c.setupNetwork, undo: c.closeNetwork},
@@ -766,15 +773,39 @@ func (st *sessionState) seen(dir string) error {
 	if err == nil {
 		err = errors.New("it was made in another PID namespace than this process's")
 	}
-	path := filepath.Join(dir, "ctl.sock")
-	if f, fd, serr := seqpacket(path); serr == nil {
-		cerr := unix.Connect(fd, &unix.SockaddrUnix{Name: path})
-		f.Close()
-		if cerr == unix.ECONNREFUSED {
-			return nil
-		}
+	if controlRefuses(dir, st.Control) {
+		return nil
 	}
 	return err
+}
+
+// controlRefuses reports whether the control socket in dir is the one
+// the session's creator made (id: device and inode) and refuses a
+// connection: then no process listens on it, and its PID 1 is gone. The
+// connection is made without blocking (a frozen PID 1 accepts nothing,
+// and its backlog fills), through the directory's descriptor (a socket
+// path is at most 107 bytes), and says it only probes (nsexec.Probe):
+// PID 1's idle timeout runs on.
+func controlRefuses(dir string, id [2]uint64) bool {
+	d, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(d)
+	var sb unix.Stat_t
+	if id == [2]uint64{} || unix.Fstatat(d, "ctl.sock", &sb, unix.AT_SYMLINK_NOFOLLOW) != nil || sb.Dev != id[0] || sb.Ino != id[1] {
+		return false
+	}
+	s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(s)
+	err = unix.Connect(s, &unix.SockaddrUnix{Name: fmt.Sprintf("/proc/self/fd/%d/ctl.sock", d)})
+	if err == nil {
+		_, _ = unix.Write(s, nsexec.Probe())
+	}
+	return err == unix.ECONNREFUSED
 }
 
 // Get returns the session id. It returns an error wrapping ErrNotFound if

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/nsexec"
 )
 
 // sessionDir is a state directory of the test's own, so that sessions
@@ -537,6 +539,31 @@ func TestSessionOtherPIDNamespace(t *testing.T) {
 			assert.Equal(t, "alive\n", sessOK(t, dir, "exec", id, "--", "echo", "alive"))
 		})
 	}
+	// The probe of a session's control socket (seen from there) does not
+	// restart its idle timeout: a session with a 1 s idle timeout, probed
+	// every 200 ms, ends all the same. Each probe here waits until PID 1
+	// has taken the connection (its ack) before it says it only probes:
+	// a connection used to count as a command's, and each probe gave the
+	// session 1 s more.
+	t.Run("probes keep no session up", func(t *testing.T) {
+		idle := strings.TrimSpace(sessOK(t, dir, "create", "--idle-timeout", "1s"))
+		idlePID := inspect(t, dir, idle).PID
+		for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: filepath.Join(dir, idle, "ctl.sock"), Net: "unixpacket"})
+			if err != nil {
+				break // ended
+			}
+			ack := make([]byte, 1)
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err = c.Read(ack)
+			require.NoError(t, err, "PID 1 takes the connection")
+			_, err = c.Write(nsexec.Probe())
+			require.NoError(t, err)
+			c.Close()
+		}
+		requirePidGoneWithin(t, idlePID, 0)
+		sessOK(t, dir, "gc")
+	})
 	// A session made in a PID namespace that is gone (a container's,
 	// restarted) went with it: its control socket refuses, and gc here
 	// removes what it left.

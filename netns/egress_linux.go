@@ -48,7 +48,7 @@ func Acquire(size int) (*Lease, error) {
 	start := rand.IntN(size)
 	for k := 0; k < size; k++ {
 		i := (start + k) % size
-		l, stale, err := tryLease(i)
+		l, stale, err := tryLease(i, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -74,8 +74,10 @@ func Acquire(size int) (*Lease, error) {
 	return nil, fmt.Errorf("address pool exhausted: all %d leases are in use (a larger network.pool gives more)", size)
 }
 
-// tryLease locks lease file i; nil when another process holds it.
-func tryLease(i int) (*Lease, bool, error) {
+// tryLease locks lease file i; nil when another process holds it, or a
+// session's PID 1 that may still run (see sessionAlive; gone, if not nil,
+// is one whose end the caller has seen).
+func tryLease(i int, gone *sessionOwner) (*Lease, bool, error) {
 	path := filepath.Join(LeaseDir, "lease-"+strconv.Itoa(i))
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -93,7 +95,7 @@ func tryLease(i int) (*Lease, bool, error) {
 		// and our lock: the lock is ours only if the file is still there.
 		var a, b unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &a) == nil && unix.Lstat(path, &b) == nil && a.Ino == b.Ino && a.Dev == b.Dev {
-			if sessionAlive(f) {
+			if sessionAlive(f, gone) {
 				f.Close() // a session's, whose PID 1 holds it without a lock
 				return nil, false, nil
 			}
@@ -139,15 +141,18 @@ func (l *Lease) Hand(pid int, start uint64) error {
 
 // sessionAlive reports whether lease file f names a session's PID 1 that
 // still runs, or may: one whose pid is of another PID namespace than ours
-// (unshare -p, a container sharing /run/jail) is never judged gone here.
-func sessionAlive(f *os.File) bool {
+// (unshare -p, a container sharing /run/jail) is never judged gone here,
+// but for gone, a PID 1 whose end the caller has seen (through its
+// control socket: ReleaseSession) and which still runs only if a process
+// of ours has its pid and start time.
+func sessionAlive(f *os.File, gone *sessionOwner) bool {
 	b := make([]byte, 96)
 	n, _ := f.ReadAt(b, 0)
 	pid, start, ok := parseSessionOwner(string(b[:n]))
 	if !ok {
 		return false
 	}
-	if ns := sessionPIDNS(string(b[:n])); ns != 0 {
+	if ns := sessionPIDNS(string(b[:n])); ns != 0 && (gone == nil || gone.pid != pid || gone.start != start) {
 		if self, err := procfs.SelfPIDNS(); err != nil || self != ns {
 			return true
 		}
@@ -165,6 +170,12 @@ func parseSessionOwner(s string) (int, uint64, bool) {
 	pid, err1 := strconv.Atoi(f[0])
 	start, err2 := strconv.ParseUint(f[1], 10, 64)
 	return pid, start, err1 == nil && err2 == nil && pid > 0
+}
+
+// sessionOwner is a session's PID 1 as a lease file names it.
+type sessionOwner struct {
+	pid   int
+	start uint64
 }
 
 // sessionPIDNS is the PID namespace of a lease file's session owner, 0
@@ -203,7 +214,7 @@ func processStart(pid int) uint64 {
 // if the lease still names that process (another jail may have taken it
 // over after it died).
 func ReleaseSession(index, pid int, start uint64) error {
-	l, _, err := tryLease(index)
+	l, _, err := tryLease(index, &sessionOwner{pid, start})
 	if err != nil {
 		return err
 	}
@@ -364,7 +375,7 @@ func Prune() ([]string, error) {
 		if !ok || err != nil || i < 0 {
 			continue
 		}
-		l, stale, err := tryLease(i)
+		l, stale, err := tryLease(i, nil)
 		if err != nil {
 			return removed, err
 		}

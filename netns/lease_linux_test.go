@@ -25,16 +25,19 @@ func TestSessionAlive(t *testing.T) {
 	const gone = 1 << 22 // above pid_max's ceiling: never a process
 	for _, tc := range []struct {
 		name, file string
+		gone       *sessionOwner
 		alive      bool
 	}{
-		{"older file, alive", fmt.Sprintf("%d %d session\n", me, start), true},
-		{"older file, gone", fmt.Sprintf("%d %d session\n", gone, start), false},
-		{"older file, pid reused", fmt.Sprintf("%d %d session\n", me, start+1), false},
-		{"our namespace, alive", fmt.Sprintf("%d %d session %d\n", me, start, ns), true},
-		{"our namespace, gone", fmt.Sprintf("%d %d session %d\n", gone, start, ns), false},
-		{"another namespace: never judged", fmt.Sprintf("%d %d session %d\n", gone, start, ns+1), true},
-		{"a run's lease (its holder's pid)", fmt.Sprintf("%d\n", me), false},
-		{"malformed", "1 2 session 3 4\n", false},
+		{"older file, alive", fmt.Sprintf("%d %d session\n", me, start), nil, true},
+		{"older file, gone", fmt.Sprintf("%d %d session\n", gone, start), nil, false},
+		{"older file, pid reused", fmt.Sprintf("%d %d session\n", me, start+1), nil, false},
+		{"our namespace, alive", fmt.Sprintf("%d %d session %d\n", me, start, ns), nil, true},
+		{"our namespace, gone", fmt.Sprintf("%d %d session %d\n", gone, start, ns), nil, false},
+		{"another namespace: never judged", fmt.Sprintf("%d %d session %d\n", gone, start, ns+1), nil, true},
+		{"a run's lease (its holder's pid)", fmt.Sprintf("%d\n", me), nil, false},
+		{"another namespace, seen gone", fmt.Sprintf("%d %d session %d\n", gone, start, ns+1), &sessionOwner{gone, start}, false},
+		{"another namespace, another seen gone", fmt.Sprintf("%d %d session %d\n", gone, start, ns+1), &sessionOwner{gone, start + 1}, true},
+		{"malformed", "1 2 session 3 4\n", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "lease")
@@ -46,7 +49,7 @@ func TestSessionAlive(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			if got := sessionAlive(f); got != tc.alive {
+			if got := sessionAlive(f, tc.gone); got != tc.alive {
 				t.Errorf("sessionAlive(%q) = %v, want %v", tc.file, got, tc.alive)
 			}
 		})

@@ -51,6 +51,7 @@ var cConstants = map[string]int64{
 	"CTL_DEADLINES":              C.CTL_DEADLINES,
 	"CTL_DEADLINES_LEN":          C.CTL_DEADLINES_LEN,
 	"CTL_RESET_LAYERS":           C.CTL_RESET_LAYERS,
+	"CTL_PROBE":                  C.CTL_PROBE,
 	"MAX_LAYER_TREES":            C.MAX_LAYER_TREES,
 	"PLAN_SETGROUPS":             C.PLAN_SETGROUPS,
 	"OP_BIND":                    C.OP_BIND,

@@ -134,6 +134,10 @@ int wait_for_go(struct plan *p)
 }
 
 
+/* MAX_STOPS: how many ptrace stops of PTRACE_TRACEME children one wait
+ * loop of reap_workload detaches before it polls again. */
+#define MAX_STOPS 64
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -220,9 +224,10 @@ int reap_workload(struct plan *p)
 	 * LEADER_CHECK_MS (check). */
 	int64_t due = -1, check = (p->flags & PLAN_JOIN) ? now_ms() + LEADER_CHECK_MS : -1; /* ms, CLOCK_MONOTONIC */
 	int killed = 0; /* SIG_KILL_JOINED came */
+	int reap_more = 0; /* the last wait loop stopped at MAX_STOPS: go on without a SIGCHLD */
 	for (;;) {
 		int64_t next = due >= 0 ? due : check, left = next < 0 ? -1 : next - now_ms();
-		int n = poll(fds, 4, next < 0 ? -1 : left > 0 ? (int)left : 0);
+		int n = poll(fds, 4, reap_more ? 0 : next < 0 ? -1 : left > 0 ? (int)left : 0);
 		if (n < 0) { if (errno == EINTR) continue; return -1; }
 		int64_t now = now_ms();
 		if (due >= 0 && now >= due) {
@@ -232,7 +237,7 @@ int reap_workload(struct plan *p)
 			if (leader_ended(pid)) due = now + TRACER_GRACE_MS;
 			check = now + LEADER_CHECK_MS;
 		}
-		if (n == 0) continue;
+		if (n == 0 && !reap_more) continue;
 		if (fds[2].revents && serve_notifications(p, lfd, pid, 0) < 0) fds[2].fd = -1; /* the filter is unused */
 		if (fds[1].revents) { /* the parent went away (or spoke out of turn): end the jail, or the joined process */
 			if (p->flags & PLAN_JOIN) end_joined(pid, pfd);
@@ -242,22 +247,25 @@ int reap_workload(struct plan *p)
 			fds[3].fd = -1; /* a pidfd stays readable */
 			if (due < 0) due = now_ms() + TRACER_GRACE_MS;
 		}
-		if (!(fds[0].revents & POLLIN)) continue;
+		int reap = reap_more;
 		struct signalfd_siginfo si;
-		if (read(sfd, &si, sizeof si) != sizeof si) continue;
-		if (si.ssi_signo == SIG_KILL_JOINED) {
-			if (p->flags & PLAN_JOIN) {
-				kill(-pid, SIGKILL); /* its end is reported when it is reaped */
-				killed = 1;
-				if (due < 0) due = now_ms() + TRACER_GRACE_MS;
+		if ((fds[0].revents & POLLIN) && read(sfd, &si, sizeof si) == sizeof si) {
+			if (si.ssi_signo == SIG_KILL_JOINED) {
+				if (p->flags & PLAN_JOIN) {
+					kill(-pid, SIGKILL); /* its end is reported when it is reaped */
+					killed = 1;
+					if (due < 0) due = now_ms() + TRACER_GRACE_MS;
+				}
+			} else if (si.ssi_signo != SIGCHLD) {
+				kill(whole_jail(p) ? -1 : -pid, (int)si.ssi_signo);
+			} else {
+				reap = 1;
 			}
-			continue;
 		}
-		if (si.ssi_signo != SIGCHLD) {
-			kill(whole_jail(p) ? -1 : -pid, (int)si.ssi_signo);
-			continue;
-		}
+		if (!reap) continue;
+		reap_more = 0;
 		pid_t r;
+		int stops = 0;
 		if (p->flags & PLAN_JOIN) {
 			/* A joined process that ended takes its process group
 			 * with it, as its timeout does: without the command's own
@@ -278,6 +286,13 @@ int reap_workload(struct plan *p)
 				 * but the SIGTRAP of its execve or of a ptrace event. */
 				int sig = (status >> 16) || WSTOPSIG(status) == SIGTRAP ? 0 : WSTOPSIG(status);
 				ptrace(PTRACE_DETACH, r, NULL, (void *)(intptr_t)sig);
+				/* Threads that make us their tracer again and again
+				 * could keep this loop going: the rest waits for the
+				 * next turn of the poll, after the parent's word. */
+				if (++stops == MAX_STOPS) {
+					reap_more = 1;
+					break;
+				}
 				continue;
 			}
 			if (r == pid) {

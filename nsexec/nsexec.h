@@ -147,6 +147,11 @@ struct plan {
  * answers "1" when it is done, "0" when it failed, and then ends the
  * session: an overlay may be left without the masks the plan put on it. */
 #define CTL_RESET_LAYERS 'L'
+/* A CTL_PROBE packet (the byte alone) says the connection only asks
+ * whether PID 1 listens (a caller in another PID namespace, which cannot
+ * see it): PID 1 closes it, and an idle timeout runs on from where it was,
+ * not anew. */
+#define CTL_PROBE 'P'
 #define MAX_LAYER_TREES 16
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */

@@ -34,6 +34,7 @@ func TestConstantsMatchC(t *testing.T) {
 		"CTL_DEADLINES":              ctlDeadlines,
 		"CTL_DEADLINES_LEN":          ctlDeadlinesLen,
 		"CTL_RESET_LAYERS":           ctlResetLayers,
+		"CTL_PROBE":                  ctlProbe,
 		"MAX_LAYER_TREES":            MaxLayerTrees,
 		"PLAN_SETGROUPS":             int64(FlagSetgroups),
 		"OP_BIND":                    int64(OpBind),

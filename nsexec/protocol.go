@@ -86,6 +86,11 @@ func Deadlines(ttl, idle *time.Duration) []byte {
 // of the one before (a snapshot's layer tree, restored).
 func ResetLayers() []byte { return []byte{ctlResetLayers} }
 
+// Probe is the packet of a connection that only asks whether a session's
+// PID 1 listens: PID 1 closes it, and its idle timeout runs on from where
+// it was (any other connection restarts it when it closes).
+func Probe() []byte { return []byte{ctlProbe} }
+
 // MaxLayerTrees is how many layer trees a ResetLayers packet may carry.
 const MaxLayerTrees = 16
 
@@ -94,6 +99,7 @@ const (
 	ctlDeadlinesLen = 17
 	ctlKeep         = math.MaxUint64
 	ctlResetLayers  = 'L'
+	ctlProbe        = 'P'
 )
 
 // Namespace flags a join plan may enter (Plan.JoinNS), as clone(2) names them.

@@ -53,11 +53,13 @@ static ssize_t recv_ctl(int c, unsigned char *b, size_t len, int *fds, int *nfds
  * down. The deadlines are kernel timers of this process, so they hold with
  * no jail process running on the host; a CTL_DEADLINES packet on a control
  * connection (from the host: the socket is in the state directory) changes
- * them, and a CTL_RESET_LAYERS one makes its overlays new (a restore). */
+ * them, a CTL_RESET_LAYERS one makes its overlays new (a restore), and a
+ * CTL_PROBE one only asks whether it listens (the idle timeout runs on). */
 int session_loop(struct plan *p)
 {
 	sigset_t set;
 	int sfd, ctl = EXTRA_FD(p), ttl, idle, conns[MAX_CONNS], nconns = 0;
+	uint64_t idle_left = 0; /* ms of the idle timeout left when the first connection came (CTL_PROBE) */
 	if (block_signals(&set) < 0 || (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) return -1;
 	if ((ttl = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC)) < 0 || (idle = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC)) < 0)
 		return -1;
@@ -106,6 +108,12 @@ int session_loop(struct plan *p)
 				(void)send(conns[i], "1", 1, MSG_NOSIGNAL);
 				continue;
 			}
+			if (n == 1 && b[0] == CTL_PROBE) {
+				close(conns[i]);
+				conns[i] = conns[--nconns];
+				if (nconns == 0 && p->idle_ms && arm(idle, idle_left ? idle_left : 1) < 0) return -1;
+				continue;
+			}
 			if (n == 1 && b[0] == CTL_RESET_LAYERS) {
 				int ok = nfds >= 0 && reset_layers(p, fds, nfds) == 0;
 				while (nfds > 0) close(fds[--nfds]);
@@ -128,6 +136,9 @@ int session_loop(struct plan *p)
 			/* The ack says the session took the connection: a joined
 			 * process runs only while it is counted. */
 			if (nconns == MAX_CONNS || send(c, "1", 1, MSG_NOSIGNAL) != 1) { close(c); continue; }
+			struct itimerspec left;
+			if (nconns == 0 && timerfd_gettime(idle, &left) == 0)
+				idle_left = (uint64_t)left.it_value.tv_sec * 1000 + (uint64_t)left.it_value.tv_nsec / 1000000;
 			conns[nconns++] = c;
 			if (arm(idle, 0) < 0) return -1;
 		}
