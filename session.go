@@ -366,7 +366,7 @@ type sessionState struct {
 	// (ctl.sock) as its creator made it: a caller that finds another file
 	// there (the directory seen through an overlay's upper layer, a network
 	// file system) cannot take a refused connection for PID 1's end.
-	Control [2]uint64 `json:"control,omitempty"`
+	Control [2]uint64 `json:"control,omitzero"`
 	// Spec is the session's, for each command's defaults.
 	Spec Spec `json:"spec"`
 	// Join and Process are the templates of each command's plans.

@@ -134,9 +134,10 @@ int wait_for_go(struct plan *p)
 }
 
 
-/* MAX_STOPS: how many ptrace stops of PTRACE_TRACEME children one wait
- * loop of reap_workload detaches before it polls again. */
-#define MAX_STOPS 64
+/* MAX_REAPS: how many children (ptrace stops of PTRACE_TRACEME ones
+ * included) one wait loop of reap_workload reaps or detaches before it
+ * polls again. */
+#define MAX_REAPS 64
 
 static int64_t now_ms(void)
 {
@@ -224,7 +225,7 @@ int reap_workload(struct plan *p)
 	 * LEADER_CHECK_MS (check). */
 	int64_t due = -1, check = (p->flags & PLAN_JOIN) ? now_ms() + LEADER_CHECK_MS : -1; /* ms, CLOCK_MONOTONIC */
 	int killed = 0; /* SIG_KILL_JOINED came */
-	int reap_more = 0; /* the last wait loop stopped at MAX_STOPS: go on without a SIGCHLD */
+	int reap_more = 0; /* the last wait loop stopped at MAX_REAPS: go on without a SIGCHLD */
 	for (;;) {
 		int64_t next = due >= 0 ? due : check, left = next < 0 ? -1 : next - now_ms();
 		int n = poll(fds, 4, reap_more ? 0 : next < 0 ? -1 : left > 0 ? (int)left : 0);
@@ -265,7 +266,7 @@ int reap_workload(struct plan *p)
 		if (!reap) continue;
 		reap_more = 0;
 		pid_t r;
-		int stops = 0;
+		int turns = 0;
 		if (p->flags & PLAN_JOIN) {
 			/* A joined process that ended takes its process group
 			 * with it, as its timeout does: without the command's own
@@ -286,16 +287,7 @@ int reap_workload(struct plan *p)
 				 * but the SIGTRAP of its execve or of a ptrace event. */
 				int sig = (status >> 16) || WSTOPSIG(status) == SIGTRAP ? 0 : WSTOPSIG(status);
 				ptrace(PTRACE_DETACH, r, NULL, (void *)(intptr_t)sig);
-				/* Threads that make us their tracer again and again
-				 * could keep this loop going: the rest waits for the
-				 * next turn of the poll, after the parent's word. */
-				if (++stops == MAX_STOPS) {
-					reap_more = 1;
-					break;
-				}
-				continue;
-			}
-			if (r == pid) {
+			} else if (r == pid) {
 				if (fds[2].fd >= 0) serve_notifications(p, lfd, pid, 1);
 				drain_listener();
 				send_msg_ex(MSG_EXITED, 0, status, reaped_maxrss(p), NULL, 0, seccomp_event_count());
@@ -304,6 +296,14 @@ int reap_workload(struct plan *p)
 				 * what the process left running with setsid. */
 				if (p->flags & PLAN_JOIN) kill_joined_cgroup();
 				_exit(0);
+			}
+			/* Threads that make us their tracer again and again, or a
+			 * stream of orphans to reap, could keep this loop going:
+			 * the rest waits for the next turn of the poll, after the
+			 * parent's word. */
+			if (++turns == MAX_REAPS) {
+				reap_more = 1;
+				break;
 			}
 		}
 	}

@@ -60,6 +60,7 @@ int session_loop(struct plan *p)
 	sigset_t set;
 	int sfd, ctl = EXTRA_FD(p), ttl, idle, conns[MAX_CONNS], nconns = 0;
 	uint64_t idle_left = 0; /* ms of the idle timeout left when the first connection came (CTL_PROBE) */
+	int idle_fresh = 0;     /* since then a command's connection closed, or CTL_DEADLINES set it */
 	if (block_signals(&set) < 0 || (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0) return -1;
 	if ((ttl = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC)) < 0 || (idle = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC)) < 0)
 		return -1;
@@ -96,7 +97,13 @@ int session_loop(struct plan *p)
 			unsigned char b[32];
 			int fds[MAX_LAYER_TREES], nfds = 0;
 			ssize_t n = recv_ctl(conns[i], b, sizeof b, fds, &nfds);
+			/* A peer that closed with our ack unread resets the
+			 * connection: the error comes first, once, then what it
+			 * sent (a probe's byte). */
+			if (n < 0 && errno == ECONNRESET) n = recv_ctl(conns[i], b, sizeof b, fds, &nfds);
 			if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+			if ((n == CTL_DEADLINES_LEN && b[0] == CTL_DEADLINES) || (n == 1 && b[0] == CTL_PROBE))
+				while (nfds > 0) close(fds[--nfds]); /* none belong with these */
 			if (n == CTL_DEADLINES_LEN && b[0] == CTL_DEADLINES) {
 				uint64_t t, d;
 				memcpy(&t, b + 1, 8);
@@ -104,14 +111,18 @@ int session_loop(struct plan *p)
 				/* The idle timer is disarmed while this connection
 				 * is held; its end arms it with the new timeout. */
 				if (t != CTL_KEEP && arm(ttl, t) < 0) return -1;
-				if (d != CTL_KEEP) p->idle_ms = d;
+				if (d != CTL_KEEP) p->idle_ms = d, idle_fresh = 1;
 				(void)send(conns[i], "1", 1, MSG_NOSIGNAL);
 				continue;
 			}
 			if (n == 1 && b[0] == CTL_PROBE) {
+				/* The last to close: the idle timeout runs on from
+				 * where it was, unless a command's connection (or a
+				 * new timeout) since restarted it. */
 				close(conns[i]);
 				conns[i] = conns[--nconns];
-				if (nconns == 0 && p->idle_ms && arm(idle, idle_left ? idle_left : 1) < 0) return -1;
+				uint64_t ms = idle_fresh ? p->idle_ms : idle_left ? idle_left : 1;
+				if (nconns == 0 && p->idle_ms && arm(idle, ms) < 0) return -1;
 				continue;
 			}
 			if (n == 1 && b[0] == CTL_RESET_LAYERS) {
@@ -128,6 +139,7 @@ int session_loop(struct plan *p)
 			if (n > 0) continue; /* nothing else is said on it */
 			close(conns[i]);
 			conns[i] = conns[--nconns];
+			idle_fresh = 1;
 			if (nconns == 0 && p->idle_ms && arm(idle, p->idle_ms) < 0) return -1;
 		}
 		if (fds[1].revents & POLLIN) {
@@ -137,8 +149,10 @@ int session_loop(struct plan *p)
 			 * process runs only while it is counted. */
 			if (nconns == MAX_CONNS || send(c, "1", 1, MSG_NOSIGNAL) != 1) { close(c); continue; }
 			struct itimerspec left;
-			if (nconns == 0 && timerfd_gettime(idle, &left) == 0)
+			if (nconns == 0 && timerfd_gettime(idle, &left) == 0) {
 				idle_left = (uint64_t)left.it_value.tv_sec * 1000 + (uint64_t)left.it_value.tv_nsec / 1000000;
+				idle_fresh = 0;
+			}
 			conns[nconns++] = c;
 			if (arm(idle, 0) < 0) return -1;
 		}
