@@ -226,6 +226,26 @@ func TestSessionExecEndsItsGroup(t *testing.T) {
 // that allows ptrace.
 const tracedLeader = `setsid /probe/probe seize "$$" & wait`
 
+// ptraceSession makes a session whose policy allows ptrace (seccomp
+// none), with the probe at /probe, removed when the test ends.
+func ptraceSession(t *testing.T) (dir, id string) {
+	t.Helper()
+	dir = sessionDir(t)
+	id = strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe"))
+	t.Cleanup(func() { sess(t, dir, "rm", id) })
+	return dir, id
+}
+
+// execJSON runs argv in session id with timeout and returns what jail
+// printed and its report.
+func execJSON(t *testing.T, dir, id, timeout string, argv ...string) (result, jail.Result) {
+	t.Helper()
+	var res jail.Result
+	r := sess(t, dir, "exec", append([]string{"--json", "--timeout", timeout, id, "--"}, argv...)...)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), "stdout %q stderr %s", r.stdout, r.stderr)
+	return r, res
+}
+
 // TestSessionExecTimeoutTracedLeader: a command's timeout holds when its
 // leader cannot be reaped: a process the command started traces it, or
 // one of its threads (whose zombie keeps the whole process from its
@@ -242,14 +262,10 @@ func TestSessionExecTimeoutTracedLeader(t *testing.T) {
 			exec /probe/probe thread >/tmp/tid`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := sessionDir(t)
-			id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
-			defer sess(t, dir, "rm", id)
+			dir, id := ptraceSession(t)
 			t0 := time.Now()
-			var res jail.Result
-			r := sess(t, dir, "exec", "--json", "--timeout", "500ms", id, "--", "sh", "-c", tc.script)
+			r, res := execJSON(t, dir, id, "500ms", "sh", "-c", tc.script)
 			assert.Equal(t, 124, r.code, r.stderr)
-			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
 			assert.Equal(t, "ready\n", res.Stdout, "traced")
 			assert.Equal(t, jail.StatusTimedOut, res.Status)
 			// Reported by its helper, which reaped it once it had killed
@@ -282,14 +298,10 @@ func TestSessionExecTracedLeaderExits(t *testing.T) {
 			exec /probe/probe thread 3 >/tmp/tid`, "ready\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := sessionDir(t)
-			id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
-			defer sess(t, dir, "rm", id)
+			dir, id := ptraceSession(t)
 			t0 := time.Now()
-			var res jail.Result
-			r := sess(t, dir, "exec", "--json", "--timeout", "30s", id, "--", "sh", "-c", tc.script)
+			r, res := execJSON(t, dir, id, "30s", "sh", "-c", tc.script)
 			assert.Equal(t, 3, r.code, r.stderr)
-			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res), r.stdout)
 			assert.Equal(t, jail.StatusExited, res.Status)
 			assert.Equal(t, 3, res.ExitCode, "the leader's own status")
 			if tc.stdout != "" {
@@ -323,9 +335,7 @@ func TestTracemeParent(t *testing.T) {
 		check(t, runJail(t, append([]string{"run", "--json", "--seccomp", "none", "--ro-bind", binDir + ":/probe", "--"}, argv...)...))
 	})
 	t.Run("session", func(t *testing.T) {
-		dir := sessionDir(t)
-		id := strings.TrimSpace(sessOK(t, dir, "create", "--seccomp", "none", "--ro-bind", binDir+":/probe")) // ptrace allowed
-		defer sess(t, dir, "rm", id)
+		dir, id := ptraceSession(t)
 		check(t, sess(t, dir, "exec", append([]string{"--json", "--timeout", "30s", id, "--"}, argv...)...))
 		assert.Equal(t, onlyPID1, awaitOnlyPID1(t, dir, id), "nothing of the command is left")
 	})
