@@ -179,16 +179,22 @@ func firstOf(s []string) string {
 // cgroup; `jail check --clean` does, and kills what still runs in it.
 func TestCgroupCleanAfterKill(t *testing.T) {
 	requireCgroups(t)
-	c := jailCmd(t.Context(), "run", "--memory", "32M", "--no-pidns", "--", "sleep", "97561")
+	marker, script := sleepMarker(11)
+	c := jailCmd(t.Context(), "run", "--memory", "32M", "--no-pidns", "--", "sh", "-c", script)
 	require.NoError(t, c.Start())
-	require.Eventually(t, func() bool { return len(jailCgroups()) > 0 && len(processesMatching("sleep 97561")) > 0 }, 10*time.Second, 10*time.Millisecond)
+	// Its own groups and its sleep: other packages' jails run meanwhile,
+	// and the script's text, in jail's own arguments, is not the marker.
+	require.Eventually(t, func() bool { return len(runGroups(c.Process.Pid)) > 0 && len(processesMatching(marker)) > 0 }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, c.Process.Kill())
 	_ = c.Wait()
-	assert.NotEmpty(t, jailCgroups(), "jail's cgroup outlives a SIGKILL of jail")
+	groups := runGroups(c.Process.Pid)
+	assert.NotEmpty(t, groups, "jail's cgroup outlives a SIGKILL of jail")
 	out := runOK(t, "check", "--clean")
-	assert.Contains(t, out, "removed ")
-	assert.Empty(t, jailCgroups())
-	requireGone(t, "sleep 97561")
+	for _, g := range groups {
+		assert.Contains(t, out, "removed "+g)
+	}
+	assert.Empty(t, runGroups(c.Process.Pid))
+	requireGone(t, marker)
 }
 
 // TestCgroupCleanOrphanSession: a session whose PID 1 is gone and whose
@@ -313,6 +319,39 @@ func TestCgroupLeakCheckSeesGroups(t *testing.T) {
 	c := jailCmd(t.Context(), "run", "--pids", "16", "--", "sleep", "30")
 	require.NoError(t, c.Start())
 	defer func() { _ = c.Process.Signal(syscall.SIGTERM); _ = c.Wait() }() // jail forwards it, and removes its groups
-	assert.Eventually(t, func() bool { return len(jailCgroups()) > 0 }, 10*time.Second, 10*time.Millisecond,
-		"the leak check sees no cgroup of a running jail")
+	assert.Eventually(t, func() bool {
+		mine, seen := runGroups(c.Process.Pid), jailCgroups()
+		return len(mine) > 0 && !slices.ContainsFunc(mine, func(g string) bool { return !slices.Contains(seen, g) })
+	}, 10*time.Second, 10*time.Millisecond, "the leak check sees no cgroup of a running jail")
+	assert.True(t, slices.ContainsFunc(ourInits(), func(p string) bool {
+		st, _ := os.ReadFile("/proc/" + p + "/status")
+		return strings.Contains(string(st), fmt.Sprintf("\nPPid:\t%d\n", c.Process.Pid))
+	}), "the leak check sees no PID 1 of a running jail")
+
+	// And a session's, live and then as if leaked, emptied of its PID 1.
+	dir := sessionDir(t)
+	id := strings.TrimSpace(sessOK(t, dir, "create", "--pids", "16"))
+	defer sess(t, dir, "rm", "--force", id)
+	var groups []string
+	for _, g := range jailCgroups() {
+		if strings.HasPrefix(filepath.Base(g), "jail-session-") && strings.HasSuffix(g, "-"+id) {
+			groups = append(groups, g)
+		}
+	}
+	require.NotEmpty(t, groups, "the leak check sees no group of a live session")
+	procs := groupProcs(groups[0])
+	require.Len(t, procs, 1, "the session's PID 1 alone")
+	assert.Contains(t, ourInits(), procs[0], "the leak check sees no PID 1 of a live session")
+
+	// Not another package's session (its state elsewhere), live.
+	other := t.TempDir()
+	oid := strings.TrimSpace(runOK(t, "session", "create", "--state-dir", other, "--pids", "16"))
+	defer runJail(t, "session", "rm", "--state-dir", other, "--force", oid)
+	for _, g := range jailCgroups() {
+		assert.False(t, strings.HasSuffix(g, "-"+oid), "the leak check counts another suite's live session: %s", g)
+	}
+	pid, _ := strconv.Atoi(procs[0])
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return len(groupProcs(groups[0])) == 0 }, 5*time.Second, 10*time.Millisecond)
+	assert.Contains(t, jailCgroups(), groups[0], "the leak check does not see an emptied session group")
 }

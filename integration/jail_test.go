@@ -523,16 +523,13 @@ func TestRlimits(t *testing.T) {
 }
 
 func TestKillParentKillsJail(t *testing.T) {
-	c := jailCmd(t.Context(), "run", "--profile", "strict", "--", "sleep", "97535")
+	marker, script := sleepMarker(12)
+	c := jailCmd(t.Context(), "run", "--profile", "strict", "--", "sh", "-c", script)
 	require.NoError(t, c.Start())
-	deadline := time.Now().Add(5 * time.Second)
-	for len(processesMatching("sleep 97535")) == 0 {
-		require.True(t, time.Now().Before(deadline), "the jail's sleep never started")
-		time.Sleep(10 * time.Millisecond)
-	}
+	requireRunning(t, marker, 1)
 	require.NoError(t, c.Process.Kill())
 	_ = c.Wait()
-	requireGone(t, "sleep 97535")
+	requireGone(t, marker)
 	assert.Empty(t, ourInits(), "the jail's init died with jail")
 }
 

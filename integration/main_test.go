@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -151,11 +152,35 @@ func hostState() string {
 // that this suite's jail binary owns or left behind: those of a live
 // process that is not our jail (the cgroup package's tests, running in
 // parallel) are not ours to count.
+//
+// A session's group outlives its creator, never the suite; but other
+// packages' tests make sessions in parallel too. Ours are those whose
+// processes are this suite's jail binary, and those left empty: a group
+// another package is making or removing is empty for a moment, so empty
+// ones are looked at again half a second later and kept only if still
+// there and still empty.
 func jailCgroups() []string {
-	var ours []string
+	ours, empty := jailCgroupsOnce()
+	if len(empty) == 0 {
+		return ours
+	}
+	time.Sleep(500 * time.Millisecond)
+	ours, again := jailCgroupsOnce()
+	return slices.DeleteFunc(ours, func(d string) bool { return slices.Contains(again, d) && !slices.Contains(empty, d) })
+}
+
+// jailCgroupsOnce is one look of jailCgroups, which also returns the
+// session groups it counted because no process runs in them.
+func jailCgroupsOnce() (ours, empty []string) {
 	for _, d := range allJailCgroups() {
 		if strings.HasPrefix(filepath.Base(d), "jail-session-") {
-			ours = append(ours, d) // a session's group outlives its creator, never the suite
+			switch sessionGroupOwner(d) {
+			case "ours":
+				ours = append(ours, d)
+			case "empty":
+				ours = append(ours, d)
+				empty = append(empty, d)
+			}
 			continue
 		}
 		owner, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), "jail-"), "-")
@@ -163,12 +188,91 @@ func jailCgroups() []string {
 			continue // not a run's group (jail-<owner pid>-...): the cgroup package's tests name theirs jail-test-*
 		}
 		exe, err := os.Readlink("/proc/" + owner + "/exe")
-		if err == nil && exe != jailBin {
+		if err == nil && exe != jailBin && owner != strconv.Itoa(os.Getpid()) {
 			continue
 		}
 		ours = append(ours, d)
 	}
-	return ours
+	return ours, empty
+}
+
+// sessionGroupOwner tells whose session group d is: "ours" when the PID 1
+// of one of this suite's sessions runs in it, "empty" when nothing runs,
+// else "theirs".
+func sessionGroupOwner(d string) string {
+	pids := groupProcs(d)
+	if len(pids) == 0 {
+		return "empty" // or removed meanwhile: the second look drops it
+	}
+	socks := unixSocketPaths()
+	for _, p := range pids {
+		if ourSessionInit(p, socks) {
+			return "ours"
+		}
+	}
+	return "theirs"
+}
+
+// ourSessionInit tells whether pid is the PID 1 of a session of this
+// suite's: one that holds the control socket (ctl.sock) of a state
+// directory of the suite's, below binDir or a jail-it-* temp directory.
+// Every jail's PID 1 looks alike otherwise: all run the same embedded
+// stage, from a memfd, with no environment, the host's init its parent.
+func ourSessionInit(pid string, socks map[string]string) bool {
+	fds, _ := os.ReadDir("/proc/" + pid + "/fd")
+	for _, fd := range fds {
+		l, _ := os.Readlink("/proc/" + pid + "/fd/" + fd.Name())
+		ino, ok := strings.CutPrefix(l, "socket:[")
+		if !ok {
+			continue
+		}
+		path := socks[strings.TrimSuffix(ino, "]")]
+		if filepath.Base(path) == "ctl.sock" &&
+			(strings.HasPrefix(path, binDir+"/") || strings.HasPrefix(path, filepath.Join(os.TempDir(), "jail-it-"))) {
+			return true
+		}
+	}
+	return false
+}
+
+// unixSocketPaths maps the inodes of this network namespace's bound unix
+// sockets to their paths: a session's control socket is made by its
+// creator, on the host.
+func unixSocketPaths() map[string]string {
+	b, _ := os.ReadFile("/proc/self/net/unix")
+	paths := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n")[1:] {
+		// Num RefCount Protocol Flags Type St Inode Path
+		if f := strings.Fields(l); len(f) >= 8 {
+			paths[f[6]] = strings.Join(f[7:], " ")
+		}
+	}
+	return paths
+}
+
+// groupProcs lists the processes in the group d and its children (a
+// session's PID 1 runs in d/init, its commands in groups of their own).
+func groupProcs(d string) []string {
+	var pids []string
+	_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+		if err == nil && e.Name() == "cgroup.procs" {
+			b, _ := os.ReadFile(p)
+			pids = append(pids, strings.Fields(string(b))...)
+		}
+		return nil
+	})
+	return pids
+}
+
+// runGroups lists the per-run groups of the jail process pid.
+func runGroups(pid int) []string {
+	var found []string
+	for _, d := range allJailCgroups() {
+		if strings.HasPrefix(filepath.Base(d), fmt.Sprintf("jail-%d-", pid)) {
+			found = append(found, d)
+		}
+	}
+	return found
 }
 
 func allJailCgroups() []string {
@@ -180,16 +284,44 @@ func allJailCgroups() []string {
 	return found
 }
 
-// ourInits returns the pids of jail:init processes of this suite's jail
-// binary (other packages' tests run their own jails in parallel).
+// ourInits returns the pids of the jail:init processes of this suite
+// (other packages' tests run their own jails in parallel): a run's, whose
+// ancestors include this process or a process of the suite's jail binary,
+// and a session's (ourSessionInit).
 func ourInits() []string {
 	var pids []string
+	socks := unixSocketPaths()
 	for _, p := range processesMatching("jail:init") {
-		if exe, _ := os.Readlink("/proc/" + p + "/exe"); exe == jailBin {
+		if ourSessionInit(p, socks) || ourDescendant(p) {
 			pids = append(pids, p)
 		}
 	}
 	return pids
+}
+
+// ourDescendant tells whether pid descends from this process or from a
+// process of the suite's jail binary.
+func ourDescendant(pid string) bool {
+	me := strconv.Itoa(os.Getpid())
+	for range 64 {
+		st, err := os.ReadFile("/proc/" + pid + "/status")
+		if err != nil {
+			return false
+		}
+		_, after, _ := strings.Cut(string(st), "\nPPid:\t")
+		ppid, _, _ := strings.Cut(after, "\n")
+		if ppid == me {
+			return true
+		}
+		if ppid == "" || ppid == "0" || ppid == "1" {
+			return false
+		}
+		if exe, _ := os.Readlink("/proc/" + ppid + "/exe"); exe == jailBin {
+			return true
+		}
+		pid = ppid
+	}
+	return false
 }
 
 // tempEntries lists the temp directory, for files a run leaves behind.
