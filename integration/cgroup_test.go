@@ -323,10 +323,10 @@ func TestCgroupLeakCheckSeesGroups(t *testing.T) {
 		mine, seen := runGroups(c.Process.Pid), jailCgroups()
 		return len(mine) > 0 && !slices.ContainsFunc(mine, func(g string) bool { return !slices.Contains(seen, g) })
 	}, 10*time.Second, 10*time.Millisecond, "the leak check sees no cgroup of a running jail")
-	assert.True(t, slices.ContainsFunc(ourInits(), func(p string) bool {
-		st, _ := os.ReadFile("/proc/" + p + "/status")
-		return strings.Contains(string(st), fmt.Sprintf("\nPPid:\t%d\n", c.Process.Pid))
-	}), "the leak check sees no PID 1 of a running jail")
+	// The groups come before the clone: wait for PID 1 too.
+	assert.Eventually(t, func() bool {
+		return slices.ContainsFunc(ourInits(), func(p string) bool { return parentOf(p) == strconv.Itoa(c.Process.Pid) })
+	}, 10*time.Second, 10*time.Millisecond, "the leak check sees no PID 1 of a running jail")
 
 	// And a session's, live and then as if leaked, emptied of its PID 1.
 	dir := sessionDir(t)

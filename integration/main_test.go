@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,11 +96,9 @@ func testMain(m *testing.M) int {
 	}
 	tmpBefore := tempEntries()
 	code := runChecked(m)
-	for e := range tempEntries() {
-		if !tmpBefore[e] && e != binDir && !strings.HasPrefix(filepath.Base(e), "go-build") { // the go tool's own, e.g. a concurrent build
-			fmt.Printf("integration: left behind in %s: %s\n", os.TempDir(), e)
-			code = 1
-		}
+	for _, e := range newTempEntries(tmpBefore) {
+		fmt.Printf("integration: left behind in %s: %s\n", os.TempDir(), e)
+		code = 1
 	}
 	return code
 }
@@ -214,11 +213,18 @@ func sessionGroupOwner(d string) string {
 }
 
 // ourSessionInit tells whether pid is the PID 1 of a session of this
-// suite's: one that holds the control socket (ctl.sock) of a state
-// directory of the suite's, below binDir or a jail-it-* temp directory.
+// suite's (sessionInit).
+func ourSessionInit(pid string, socks map[string]string) bool {
+	_, ours := sessionInit(pid, socks)
+	return ours
+}
+
+// sessionInit tells whether pid is a session's PID 1, one that holds its
+// control socket (ctl.sock), and whether that session is this suite's:
+// its state directory is below binDir or a jail-it-* temp directory.
 // Every jail's PID 1 looks alike otherwise: all run the same embedded
 // stage, from a memfd, with no environment, the host's init its parent.
-func ourSessionInit(pid string, socks map[string]string) bool {
+func sessionInit(pid string, socks map[string]string) (session, ours bool) {
 	fds, _ := os.ReadDir("/proc/" + pid + "/fd")
 	for _, fd := range fds {
 		l, _ := os.Readlink("/proc/" + pid + "/fd/" + fd.Name())
@@ -227,12 +233,15 @@ func ourSessionInit(pid string, socks map[string]string) bool {
 			continue
 		}
 		path := socks[strings.TrimSuffix(ino, "]")]
-		if filepath.Base(path) == "ctl.sock" &&
-			(strings.HasPrefix(path, binDir+"/") || strings.HasPrefix(path, filepath.Join(os.TempDir(), "jail-it-"))) {
-			return true
+		if filepath.Base(path) != "ctl.sock" {
+			continue
 		}
+		if strings.HasPrefix(path, binDir+"/") || strings.HasPrefix(path, filepath.Join(os.TempDir(), "jail-it-")) {
+			return true, true
+		}
+		session = true
 	}
-	return false
+	return session, false
 }
 
 // unixSocketPaths maps the inodes of this network namespace's bound unix
@@ -287,16 +296,43 @@ func allJailCgroups() []string {
 // ourInits returns the pids of the jail:init processes of this suite
 // (other packages' tests run their own jails in parallel): a run's, whose
 // ancestors include this process or a process of the suite's jail binary,
-// and a session's (ourSessionInit).
+// a session's (ourSessionInit), and a run's whose jail is gone (its parent
+// the host's init): a leak whoever made it, looked at again half a second
+// later, as another package's may be one for a moment while it is killed.
 func ourInits() []string {
-	var pids []string
+	pids, orphans := ourInitsOnce()
+	if len(orphans) == 0 {
+		return pids
+	}
+	time.Sleep(500 * time.Millisecond)
+	pids, again := ourInitsOnce()
+	return slices.DeleteFunc(pids, func(p string) bool { return slices.Contains(again, p) && !slices.Contains(orphans, p) })
+}
+
+// ourInitsOnce is one look of ourInits, which also returns the orphans it
+// counted.
+func ourInitsOnce() (pids, orphans []string) {
 	socks := unixSocketPaths()
 	for _, p := range processesMatching("jail:init") {
-		if ourSessionInit(p, socks) || ourDescendant(p) {
+		switch session, ours := sessionInit(p, socks); {
+		case ours:
 			pids = append(pids, p)
+		case session: // another's session: its PID 1 outlives its creator
+		case ourDescendant(p):
+			pids = append(pids, p)
+		case parentOf(p) == "1":
+			pids = append(pids, p)
+			orphans = append(orphans, p)
 		}
 	}
-	return pids
+	return pids, orphans
+}
+
+func parentOf(pid string) string {
+	st, _ := os.ReadFile("/proc/" + pid + "/status")
+	_, after, _ := strings.Cut(string(st), "\nPPid:\t")
+	ppid, _, _ := strings.Cut(after, "\n")
+	return ppid
 }
 
 // ourDescendant tells whether pid descends from this process or from a
@@ -304,12 +340,7 @@ func ourInits() []string {
 func ourDescendant(pid string) bool {
 	me := strconv.Itoa(os.Getpid())
 	for range 64 {
-		st, err := os.ReadFile("/proc/" + pid + "/status")
-		if err != nil {
-			return false
-		}
-		_, after, _ := strings.Cut(string(st), "\nPPid:\t")
-		ppid, _, _ := strings.Cut(after, "\n")
+		ppid := parentOf(pid)
 		if ppid == me {
 			return true
 		}
@@ -322,6 +353,28 @@ func ourDescendant(pid string) bool {
 		pid = ppid
 	}
 	return false
+}
+
+// newTempEntries lists what the temp directory holds that it did not
+// before, but for what other processes make there: the go tool's
+// (go-build*), other packages' tests' (t.TempDir: Test*, Fuzz*, ...),
+// and what goes within two seconds (another package's test at work).
+func newTempEntries(before map[string]bool) []string {
+	var left []string
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		left = left[:0]
+		for e := range tempEntries() {
+			base := filepath.Base(e)
+			if before[e] || e == binDir || strings.HasPrefix(base, "go-build") ||
+				regexp.MustCompile(`^(Test|Fuzz|Benchmark|Example)[A-Z_]`).MatchString(base) {
+				continue
+			}
+			left = append(left, e)
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+	}
 }
 
 // tempEntries lists the temp directory, for files a run leaves behind.
