@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -355,18 +354,16 @@ func ourDescendant(pid string) bool {
 	return false
 }
 
-// newTempEntries lists what the temp directory holds that it did not
-// before, but for what other processes make there: the go tool's
-// (go-build*), other packages' tests' (t.TempDir: Test*, Fuzz*, ...),
-// and what goes within two seconds (another package's test at work).
+// newTempEntries lists what the temp directory holds, named as jail and
+// this suite name theirs (jail-*), that it did not before, but for what
+// goes within two seconds (another package's test at work). Other
+// processes' files are not this suite's to judge.
 func newTempEntries(before map[string]bool) []string {
 	var left []string
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		left = left[:0]
 		for e := range tempEntries() {
-			base := filepath.Base(e)
-			if before[e] || e == binDir || strings.HasPrefix(base, "go-build") ||
-				regexp.MustCompile(`^(Test|Fuzz|Benchmark|Example)[A-Z_]`).MatchString(base) {
+			if before[e] || e == binDir || !strings.HasPrefix(filepath.Base(e), "jail") {
 				continue
 			}
 			left = append(left, e)
