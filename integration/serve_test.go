@@ -367,6 +367,11 @@ func TestServeRunsAndSessions(t *testing.T) {
 	code, b = s2.do(t, "GET", "/v1/sessions/s1/files/workspace/keep.txt", "")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "kept\n", string(b))
+	// So do the Idempotency-Keys: a retry after the restart gets the
+	// first result, not a second run.
+	code, again = s2.do(t, "POST", "/v1/run", `{"shell": "head -c 16 /dev/urandom | od -An -tx1"}`, "Idempotency-Key", "run-1")
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, string(first), string(again), "the restarted server ran a retried request again")
 	code, b = s2.do(t, "DELETE", "/v1/sessions/s1", "")
 	assert.Equal(t, http.StatusOK, code, "%s", b)
 	code, _ = s2.do(t, "GET", "/v1/sessions/s1", "")

@@ -22,6 +22,7 @@ const (
 	CodeAlreadyExists   = "ALREADY_EXISTS"       // 409
 	CodeNotRunning      = "NOT_RUNNING"          // 409: the session ended or is paused
 	CodeBusy            = "BUSY"                 // 409: the session is in another operation
+	CodeInterrupted     = "INTERRUPTED"          // 409: an Idempotency-Key's request was under way when the server stopped
 	CodeTooLarge        = "PAYLOAD_TOO_LARGE"    // 413
 	CodeUnenforceable   = "UNENFORCEABLE"        // 422: this host cannot enforce what the spec asks
 	CodeCapacity        = "CAPACITY"             // 503 with Retry-After: a limit of the tenant's or the server's
@@ -33,7 +34,7 @@ const (
 var statusOf = map[string]int{
 	CodeBadRequest: http.StatusBadRequest, CodeUnauthenticated: http.StatusUnauthorized, CodeForbidden: http.StatusForbidden,
 	CodeNotFound: http.StatusNotFound, CodeAlreadyExists: http.StatusConflict, CodeNotRunning: http.StatusConflict,
-	CodeBusy: http.StatusConflict, CodeTooLarge: http.StatusRequestEntityTooLarge, CodeUnenforceable: http.StatusUnprocessableEntity,
+	CodeBusy: http.StatusConflict, CodeInterrupted: http.StatusConflict, CodeTooLarge: http.StatusRequestEntityTooLarge, CodeUnenforceable: http.StatusUnprocessableEntity,
 	CodeCapacity: http.StatusServiceUnavailable, CodeNoStorage: http.StatusInsufficientStorage,
 	CodeSetupFailed: http.StatusInternalServerError, CodeInternal: http.StatusInternalServerError,
 }

@@ -134,7 +134,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
-	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), idem: newIdempotency()}
+	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics()}
+	idem, err := newIdempotency(filepath.Join(cfg.StateDir, "idempotency"), cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("server: idempotency keys: %w", err)
+	}
+	s.idem = idem
 	s.tokens.Store(cfg.Tokens)
 	s.policy.Store(cfg.Policy)
 	s.m.extra = s.writePoolMetrics
