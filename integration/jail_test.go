@@ -530,7 +530,8 @@ func TestKillParentKillsJail(t *testing.T) {
 	require.NoError(t, c.Process.Kill())
 	_ = c.Wait()
 	requireGone(t, marker)
-	assert.Empty(t, ourInits(), "the jail's init died with jail")
+	inits := ourInits()
+	assert.Empty(t, inits, "the jail's init died with jail:%s", describeProcs(inits))
 }
 
 func TestReportFile(t *testing.T) {

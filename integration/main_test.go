@@ -122,8 +122,8 @@ func runChecked(m *testing.M) int {
 	code := m.Run()
 	stopDocker() // before the host is checked: its processes and cgroups go with it
 	stopKube()
-	if after := hostState(); code == 0 && after != before {
-		fmt.Printf("integration: the host changed during the tests:\nbefore: %s\nafter:  %s\n", before, after)
+	if after := hostState(); after != before { // said even when tests failed: a leak may be why
+		fmt.Printf("integration: the host changed during the tests:\nbefore: %s\nafter:  %s\njail processes:%s\n", before, after, describeProcs(ourInits()))
 		return 1
 	}
 	return code
@@ -295,9 +295,12 @@ func allJailCgroups() []string {
 // ourInits returns the pids of the jail:init processes of this suite
 // (other packages' tests run their own jails in parallel): a run's, whose
 // ancestors include this process or a process of the suite's jail binary,
-// a session's (ourSessionInit), and a run's whose jail is gone (its parent
+// a session's (sessionInit), and a run's whose jail is gone (its parent
 // the host's init): a leak whoever made it, looked at again half a second
 // later, as another package's may be one for a moment while it is killed.
+// The unprivileged re-run counts only its own user's: it cannot read the
+// descriptors of root's sessions to tell them from orphans, and root's
+// jails are the root run's to judge.
 func ourInits() []string {
 	pids, orphans := ourInitsOnce()
 	if len(orphans) == 0 {
@@ -312,7 +315,14 @@ func ourInits() []string {
 // counted.
 func ourInitsOnce() (pids, orphans []string) {
 	socks := unixSocketPaths()
+	me := strconv.Itoa(os.Getuid())
 	for _, p := range processesMatching("jail:init") {
+		if cmd, _ := os.ReadFile("/proc/" + p + "/cmdline"); !bytes.HasPrefix(cmd, []byte("jail:init\x00")) {
+			continue // another process naming it
+		}
+		if unprivileged && ownerOf(p) != me {
+			continue
+		}
 		switch session, ours := sessionInit(p, socks); {
 		case ours:
 			pids = append(pids, p)
@@ -325,6 +335,36 @@ func ourInitsOnce() (pids, orphans []string) {
 		}
 	}
 	return pids, orphans
+}
+
+// describeProcs says who each of pids is, for a leak's message: its
+// owner, parent, command line and the session socket it holds if any.
+func describeProcs(pids []string) string {
+	socks := unixSocketPaths()
+	var b strings.Builder
+	for _, p := range pids {
+		cmd, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		fmt.Fprintf(&b, "\n  pid %s uid %s ppid %s %q", p, ownerOf(p), parentOf(p), strings.TrimRight(strings.ReplaceAll(string(cmd), "\x00", " "), " "))
+		fds, err := os.ReadDir("/proc/" + p + "/fd")
+		if err != nil {
+			fmt.Fprintf(&b, " (fds: %v)", err)
+		}
+		for _, fd := range fds {
+			l, _ := os.Readlink("/proc/" + p + "/fd/" + fd.Name())
+			if ino, ok := strings.CutPrefix(l, "socket:["); ok && socks[strings.TrimSuffix(ino, "]")] != "" {
+				fmt.Fprintf(&b, " socket %s", socks[strings.TrimSuffix(ino, "]")])
+			}
+		}
+	}
+	return b.String()
+}
+
+// ownerOf is the real uid of pid.
+func ownerOf(pid string) string {
+	st, _ := os.ReadFile("/proc/" + pid + "/status")
+	_, after, _ := strings.Cut(string(st), "\nUid:\t")
+	uid, _, _ := strings.Cut(after, "\t")
+	return uid
 }
 
 func parentOf(pid string) string {

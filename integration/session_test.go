@@ -696,7 +696,8 @@ for i in $(seq %d); do id=$(%s session create --state-dir %s); for j in $(seq %d
 	require.NoError(t, err, "%s", out)
 	entries, _ := os.ReadDir(dir)
 	assert.Empty(t, entries)
-	assert.Empty(t, ourInits())
+	inits := ourInits()
+	assert.Empty(t, inits, describeProcs(inits))
 	assert.Empty(t, jailCgroups())
 }
 
