@@ -101,7 +101,7 @@ func TestHostPathsRefuseSymlinks(t *testing.T) {
 			assert.Contains(t, r.stderr, tc.want)
 			assert.Len(t, strings.Split(strings.TrimSpace(r.stderr), "\n"), 1, "one line: %q", r.stderr)
 			assert.NotContains(t, r.stdout+r.stderr, "the caller's secret")
-			assert.Equal(t, before, hostState())
+			assert.Empty(t, hostState().changedSince(before))
 		})
 	}
 	t.Run("a real input file still works, fed through a pipe", func(t *testing.T) {

@@ -116,33 +116,74 @@ func dirExists(d string) bool {
 	return err == nil && st.IsDir()
 }
 
-// runChecked runs the tests and fails them if the host changed meanwhile.
+// runChecked runs the tests and fails them if they left anything on the
+// host.
 func runChecked(m *testing.M) int {
 	before := hostState()
 	code := m.Run()
 	stopDocker() // before the host is checked: its processes and cgroups go with it
 	stopKube()
-	if after := hostState(); after != before { // said even when tests failed: a leak may be why
-		fmt.Printf("integration: the host changed during the tests:\nbefore: %s\nafter:  %s\njail processes:%s\n", before, after, describeProcs(ourInits()))
+	if left := hostState().changedSince(before); len(left) > 0 { // said even when tests failed: a leak may be why
+		fmt.Printf("integration: the host changed during the tests:\n  %s\n", strings.Join(left, "\n  "))
 		return 1
 	}
 	return code
 }
 
-// hostState summarises what a jail must never leave behind on the host:
-// mounts in the host's mount namespace, jail processes and cgroups. Not
-// counted: /run/netns and the namespaces bound below it, which the
-// network tests' `ip netns add` makes (the directory's own mount stays
-// for good, as iproute2 leaves it, once per boot).
-func hostState() string {
+// hostSnapshot is what a jail must never leave behind on the host, nor
+// take away: mounts in the host's mount namespace, jail processes and
+// cgroups. Not counted: /run/netns and the namespaces bound below it,
+// which the network tests' `ip netns add` makes (the directory's own
+// mount stays for good, as iproute2 leaves it, once per boot).
+type hostSnapshot struct {
+	mounts  map[string]int // "root on mount point type source" → how many
+	procs   []string       // ourInits
+	cgroups []string       // jailCgroups
+}
+
+func hostState() hostSnapshot {
+	s := hostSnapshot{mounts: map[string]int{}, procs: ourInits(), cgroups: jailCgroups()}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	mounts := 0
 	for _, l := range strings.Split(string(mi), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && f[4] != "/run/netns" && !strings.HasPrefix(f[4], "/run/netns/") {
-			mounts++
+		f := strings.Fields(l)
+		sep := slices.Index(f, "-")
+		if sep < 5 || len(f) < sep+3 || f[4] == "/run/netns" || strings.HasPrefix(f[4], "/run/netns/") {
+			continue
+		}
+		s.mounts[f[3]+" on "+f[4]+" "+f[sep+1]+" "+f[sep+2]]++
+	}
+	return s
+}
+
+// changedSince lists what s has of jail processes, cgroups and mounts that
+// before had not, and the mounts before had that s has not. A process or
+// group that was there first is not the work of what ran in between:
+// another package's tests run jails in parallel, and one of theirs may be
+// gone by the second look.
+func (s hostSnapshot) changedSince(before hostSnapshot) []string {
+	var changed []string
+	for m, n := range s.mounts {
+		if n > before.mounts[m] {
+			changed = append(changed, "mounted: "+m)
 		}
 	}
-	return fmt.Sprintf("mounts=%d jail-processes=%v cgroups=%v", mounts, ourInits(), jailCgroups())
+	for m, n := range before.mounts {
+		if n > s.mounts[m] {
+			changed = append(changed, "unmounted: "+m)
+		}
+	}
+	for _, p := range s.procs {
+		if !slices.Contains(before.procs, p) {
+			changed = append(changed, "jail process:"+describeProcs([]string{p}))
+		}
+	}
+	for _, g := range s.cgroups {
+		if !slices.Contains(before.cgroups, g) {
+			changed = append(changed, "cgroup: "+g)
+		}
+	}
+	slices.Sort(changed)
+	return changed
 }
 
 // jailCgroups lists the per-run cgroups ("jail-<owner pid>-...") below
