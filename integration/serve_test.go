@@ -420,6 +420,33 @@ func (s *served) ndjson(t *testing.T, req *http.Request, each func(map[string]an
 	return events
 }
 
+// TestServeStateDirOneServer: a second jail serve on the state directory
+// of a running one refuses to start (125, one line naming the first's
+// pid), makes no socket, and leaves the first answering; once the first
+// is gone, even killed, the next starts on it.
+func TestServeStateDirOneServer(t *testing.T) {
+	state := openDir(t)
+	s := serve(t, state)
+	other := filepath.Join(openDir(t), "other.sock")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // were it to serve
+	defer cancel()
+	out, err := exec.CommandContext(ctx, jailBin, "serve", "--listen", "unix:"+other, "--state-dir", state).CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	assert.Equal(t, jail.ExitSetupError, ee.ExitCode())
+	assert.Contains(t, string(out), fmt.Sprintf("--state-dir: state directory %s: another server has it (pid %d)", state, s.cmd.Process.Pid))
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(out)), "\n")+1, "one line: %s", out)
+	assert.NoFileExists(t, other, "a socket of the refused server")
+	code, _ := s.do(t, "GET", "/v1/health", "")
+	assert.Equal(t, http.StatusOK, code)
+
+	require.NoError(t, s.cmd.Process.Kill())
+	_ = s.cmd.Wait()
+	s = serve(t, state)
+	code, _ = s.do(t, "GET", "/v1/health", "")
+	assert.Equal(t, http.StatusOK, code)
+}
+
 // TestServeDrain: SIGTERM lets a run under way finish and refuses new work.
 func TestServeDrain(t *testing.T) {
 	requireRoot(t)

@@ -51,8 +51,10 @@ func TestIdempotencyKeyRestart(t *testing.T) {
 		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "a key's file holds the answer: %s", f)
 	}
 
+	first.Close()
 	second, err := New(Config{StateDir: state, Ready: true, Version: "test"})
 	require.NoError(t, err)
+	defer second.Close()
 	c := unixServer(t, second)
 	r2, b2 := post(c, `{"argv": []}`, "k-1")
 	assert.Equal(t, http.StatusBadRequest, r2.StatusCode)

@@ -388,19 +388,22 @@ func (p *pool) stop() {
 	}
 }
 
-// Close stops the pools' filling and discards their ready members; runs
-// under way go on.
+// Close stops the pools' filling and discards their ready members, and
+// lets go of the state directory; runs under way go on.
 func (s *Server) Close() {
-	s.pools.mu.Lock()
-	all := s.pools.byName
-	s.pools.byName = map[string]*pool{}
-	s.pools.mu.Unlock()
-	for _, p := range all {
-		p.stop()
+	if s.pools != nil {
+		s.pools.mu.Lock()
+		all := s.pools.byName
+		s.pools.byName = map[string]*pool{}
+		s.pools.mu.Unlock()
+		for _, p := range all {
+			p.stop()
+		}
 	}
 	if s.netns != nil {
 		_ = s.netns.Close()
 	}
+	s.closeOnce.Do(func() { s.lock.Close() })
 }
 
 // fill keeps the pool at its min_ready, within its max, one member at a

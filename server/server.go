@@ -109,8 +109,10 @@ type Server struct {
 	pools    *pools
 	netns    *jail.NetnsPool // nil: none (not root, or turned off)
 	// tokens and policy are cfg's, replaced by Reload.
-	tokens atomic.Pointer[Tokens]
-	policy atomic.Pointer[Policy]
+	tokens    atomic.Pointer[Tokens]
+	policy    atomic.Pointer[Policy]
+	lock      *os.File // StateDir/server.lock, held until Close
+	closeOnce sync.Once
 }
 
 // New makes a Server.
@@ -134,7 +136,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
-	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics()}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	lock, err := lockStateDir(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("server: state directory %s: %w", cfg.StateDir, err)
+	}
+	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), lock: lock}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
 	idem, err := newIdempotency(filepath.Join(cfg.StateDir, "idempotency"), cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("server: idempotency keys: %w", err)
@@ -156,6 +171,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	ok = true
 	return s, nil
 }
 

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -69,6 +71,29 @@ func errorOf(t *testing.T, b []byte) *Error {
 
 // TestBadRequests: malformed and wrong requests get 400 naming the field,
 // before anything runs.
+// TestStateDirOneServer: a second Server on a state directory is refused
+// while the first has it, naming the first's process, and made once the
+// first is closed; a lock file that is a symlink is not followed.
+func TestStateDirOneServer(t *testing.T) {
+	dir := t.TempDir()
+	first, err := New(Config{StateDir: dir})
+	require.NoError(t, err)
+	_, err = New(Config{StateDir: dir})
+	require.ErrorIs(t, err, ErrStateDirInUse)
+	assert.Equal(t, fmt.Sprintf("server: state directory %s: another server has it (pid %d)", dir, os.Getpid()), err.Error())
+	first.Close()
+	first.Close() // twice: nothing more
+	second, err := New(Config{StateDir: dir})
+	require.NoError(t, err)
+	second.Close()
+
+	other := t.TempDir()
+	require.NoError(t, os.Symlink(filepath.Join(dir, "server.lock"), filepath.Join(other, "server.lock")))
+	_, err = New(Config{StateDir: other})
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrStateDirInUse)
+}
+
 func TestBadRequests(t *testing.T) {
 	c := unixServer(t, newTestServer(t))
 	for _, tc := range []struct {

@@ -111,12 +111,13 @@ to make one (about 0.3 ms of a run). They belong to the host's user namespace, s
 in a jail holds a capability over its network.
 
 Sessions live in the state directory: they outlive the server, and a new server finds
-them. SIGTERM or SIGINT drains: new work is refused (503), /v1/ready answers 503,
-requests under way get --grace to finish, then the server exits. SIGHUP reads --tokens,
---tenants and --pools again: a token left out is refused from the next request on, the
-policy applies to the next request, and pools the file adds, changes or drops are made,
-replaced or removed (pools made with PUT stay); a file that does not parse changes nothing
-and is logged.`,
+them. One server has a state directory at a time: another started on it refuses to start
+(exit 125) until the first has exited. SIGTERM or SIGINT drains: new work is refused
+(503), /v1/ready answers 503, requests under way get --grace to finish, then the server
+exits. SIGHUP reads --tokens, --tenants and --pools again: a token left out is refused
+from the next request on, the policy applies to the next request, and pools the file
+adds, changes or drops are made, replaced or removed (pools made with PUT stay); a file
+that does not parse changes nothing and is logged.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			defSock, defState, err := defaultServeDirs()
@@ -190,6 +191,9 @@ and is logged.`,
 			}
 			cfg.Host, cfg.Logger = features, log
 			srv, err := server.New(cfg)
+			if errors.Is(err, server.ErrStateDirInUse) {
+				return usageError("--state-dir: %s", strings.TrimPrefix(err.Error(), "server: "))
+			}
 			if err != nil {
 				return err
 			}
