@@ -354,4 +354,19 @@ func TestCgroupLeakCheckSeesGroups(t *testing.T) {
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	require.Eventually(t, func() bool { return len(groupProcs(groups[0])) == 0 }, 5*time.Second, 10*time.Millisecond)
 	assert.Contains(t, jailCgroups(), groups[0], "the leak check does not see an emptied session group")
+
+	// Nor another's emptied: its state directory is none of the suite's.
+	var theirs string
+	for _, g := range allJailCgroups() {
+		if strings.HasSuffix(g, "-"+oid) {
+			theirs = g
+		}
+	}
+	require.NotEmpty(t, theirs, "no group of the other session")
+	for _, p := range groupProcs(theirs) {
+		pid, _ := strconv.Atoi(p)
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	require.Eventually(t, func() bool { return len(groupProcs(theirs)) == 0 }, 5*time.Second, 10*time.Millisecond)
+	assert.NotContains(t, jailCgroups(), theirs, "the leak check counts another's emptied session group")
 }

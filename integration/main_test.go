@@ -7,6 +7,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,11 +196,13 @@ func (s hostSnapshot) changedSince(before hostSnapshot) []string {
 // parallel) are not ours to count.
 //
 // A session's group outlives its creator, never the suite; but other
-// packages' tests make sessions in parallel too. Ours are those whose
-// processes are this suite's jail binary, and those left empty: a group
-// another package is making or removing is empty for a moment, so empty
-// ones are looked at again half a second later and kept only if still
-// there and still empty.
+// packages' tests make sessions in parallel too. Ours are those one of
+// the suite's session PID 1s runs in, and those left empty that a state
+// directory of the suite's names (ourStateDirHash). A group being made or
+// removed is empty for a moment, so empty ones are looked at again half a
+// second later and kept only if still there and still empty. (A group
+// left when its state directory is gone too is for .ci/run's last check,
+// which counts every package's.)
 func jailCgroups() []string {
 	ours, empty := jailCgroupsOnce()
 	if len(empty) == 0 {
@@ -241,7 +246,11 @@ func jailCgroupsOnce() (ours, empty []string) {
 func sessionGroupOwner(d string) string {
 	pids := groupProcs(d)
 	if len(pids) == 0 {
-		return "empty" // or removed meanwhile: the second look drops it
+		// jail-session-EUID-HASH-ID
+		if f := strings.SplitN(filepath.Base(d), "-", 5); len(f) == 5 && ourStateDirHash(f[3]) {
+			return "empty" // or removed meanwhile: the second look drops it
+		}
+		return "theirs"
 	}
 	socks := unixSocketPaths()
 	for _, p := range pids {
@@ -250,6 +259,40 @@ func sessionGroupOwner(d string) string {
 		}
 	}
 	return "theirs"
+}
+
+// stateDirHashes are the hashes, as a session's group name has its state
+// directory's (jail's sessionCgroupName), of the session directories seen
+// below the suite's temp directories, now or at an earlier look.
+var stateDirHashes sync.Map
+
+// ourStateDirHash tells whether h is the hash of a session directory of
+// the suite's: below binDir (the tests' host directories, the
+// unprivileged re-run's temp directory) or a jail-it-* temp directory
+// (jail serve's state: tenants/*/sessions, pools/*/sessions).
+func ourStateDirHash(h string) bool {
+	if _, ok := stateDirHashes.Load(h); ok {
+		return true
+	}
+	roots, _ := filepath.Glob(filepath.Join(os.TempDir(), "jail-it-*"))
+	for _, root := range append(roots, binDir) {
+		depth := strings.Count(root, "/")
+		_ = filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+			switch {
+			case err != nil || !e.IsDir():
+				return nil
+			case e.Name() == "sessions":
+				sum := sha256.Sum256([]byte(p))
+				stateDirHashes.Store(hex.EncodeToString(sum[:4]), true)
+				return filepath.SkipDir
+			case strings.Count(p, "/")-depth >= 6:
+				return filepath.SkipDir
+			}
+			return nil
+		})
+	}
+	_, ok := stateDirHashes.Load(h)
+	return ok
 }
 
 // ourSessionInit tells whether pid is the PID 1 of a session of this
