@@ -59,9 +59,11 @@ func (b *syncBuffer) String() string {
 }
 
 // serve starts `jail serve` on a socket every user may connect to, with
-// its state in state.
+// its state in state (made the server's alone: jail serve refuses a state
+// directory others may write to).
 func serve(t *testing.T, state string, flags ...string) *served {
 	t.Helper()
+	require.NoError(t, os.Chmod(state, 0o755))
 	dir := openDir(t)
 	s := &served{sock: filepath.Join(dir, "jail.sock"), state: state, log: &syncBuffer{}}
 	s.cmd = exec.Command(jailBin, append([]string{"serve", "--listen", "unix:" + s.sock, "--state-dir", state, "--socket-mode", "0666", "--grace", "10s"}, flags...)...)
@@ -423,7 +425,8 @@ func (s *served) ndjson(t *testing.T, req *http.Request, each func(map[string]an
 // TestServeStateDirOneServer: a second jail serve on the state directory
 // of a running one refuses to start (125, one line naming the first's
 // pid), makes no socket, and leaves the first answering; once the first
-// is gone, even killed, the next starts on it.
+// is gone, even killed, the next starts on it. A state directory others
+// may write to is refused.
 func TestServeStateDirOneServer(t *testing.T) {
 	state := openDir(t)
 	s := serve(t, state)
@@ -445,6 +448,15 @@ func TestServeStateDirOneServer(t *testing.T) {
 	s = serve(t, state)
 	code, _ = s.do(t, "GET", "/v1/health", "")
 	assert.Equal(t, http.StatusOK, code)
+
+	open := openDir(t) // 0777
+	out, err = exec.CommandContext(ctx, jailBin, "serve", "--listen", "unix:"+other, "--state-dir", open).CombinedOutput()
+	require.ErrorAs(t, err, &ee, "%s", out)
+	assert.Equal(t, jail.ExitSetupError, ee.ExitCode())
+	assert.Contains(t, string(out), fmt.Sprintf("--state-dir: state directory %s: not this user's alone: want a directory of uid %d that no one else can write to", open, os.Geteuid()))
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(out)), "\n")+1, "one line: %s", out)
+	assert.NoFileExists(t, other)
+	assert.NoFileExists(t, filepath.Join(open, "server.lock"))
 }
 
 // TestServeDrain: SIGTERM lets a run under way finish and refuses new work.

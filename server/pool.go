@@ -389,7 +389,9 @@ func (p *pool) stop() {
 }
 
 // Close stops the pools' filling and discards their ready members, and
-// lets go of the state directory; runs under way go on.
+// lets go of the state directory once no request is under way (at once
+// when none is; else when the last returns, or the process ends): until
+// then no other server may take it. Runs under way go on.
 func (s *Server) Close() {
 	if s.pools != nil {
 		s.pools.mu.Lock()
@@ -403,7 +405,13 @@ func (s *Server) Close() {
 	if s.netns != nil {
 		_ = s.netns.Close()
 	}
-	s.closeOnce.Do(func() { s.lock.Close() })
+	s.reqMu.Lock()
+	s.closing = true
+	idle := s.reqs == 0
+	s.reqMu.Unlock()
+	if idle {
+		s.unlock()
+	}
 }
 
 // fill keeps the pool at its min_ready, within its max, one member at a

@@ -111,9 +111,35 @@ type Server struct {
 	// tokens and policy are cfg's, replaced by Reload.
 	tokens    atomic.Pointer[Tokens]
 	policy    atomic.Pointer[Policy]
-	lock      *os.File // StateDir/server.lock, held until Close
+	lock      *os.File // StateDir/server.lock, held until Close and the last request
 	closeOnce sync.Once
+	// Requests under way; once closed, the last one lets go of the lock.
+	reqMu   sync.Mutex
+	reqs    int
+	closing bool
 }
+
+// enter counts a request under way.
+func (s *Server) enter() {
+	s.reqMu.Lock()
+	s.reqs++
+	s.reqMu.Unlock()
+}
+
+// leave counts it done and, after Close, unlocks the state directory if
+// it was the last.
+func (s *Server) leave() {
+	s.reqMu.Lock()
+	s.reqs--
+	last := s.closing && s.reqs == 0
+	s.reqMu.Unlock()
+	if last {
+		s.unlock()
+	}
+}
+
+// unlock lets go of the state directory, for the next server.
+func (s *Server) unlock() { s.closeOnce.Do(func() { s.lock.Close() }) }
 
 // New makes a Server.
 func New(cfg Config) (*Server, error) {
@@ -138,6 +164,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := checkStateDir(cfg.StateDir); err != nil {
+		return nil, fmt.Errorf("server: state directory %s: %w", cfg.StateDir, err)
 	}
 	lock, err := lockStateDir(cfg.StateDir)
 	if err != nil {
@@ -229,6 +258,8 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	route := func(pattern, scope string, h func(http.ResponseWriter, *http.Request, Tenant) *Error) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			s.enter()
+			defer s.leave()
 			t0 := time.Now()
 			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 			t, e := s.tenant(r)

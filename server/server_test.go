@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -69,11 +70,10 @@ func errorOf(t *testing.T, b []byte) *Error {
 	return eb.Error
 }
 
-// TestBadRequests: malformed and wrong requests get 400 naming the field,
-// before anything runs.
 // TestStateDirOneServer: a second Server on a state directory is refused
 // while the first has it, naming the first's process, and made once the
-// first is closed; a lock file that is a symlink is not followed.
+// first is closed and its last request has returned; a lock file that is
+// a symlink, and a state directory others may write to, are refused.
 func TestStateDirOneServer(t *testing.T) {
 	dir := t.TempDir()
 	first, err := New(Config{StateDir: dir})
@@ -92,8 +92,50 @@ func TestStateDirOneServer(t *testing.T) {
 	_, err = New(Config{StateDir: other})
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, ErrStateDirInUse)
+	linked := t.TempDir()
+	require.NoError(t, os.Link(filepath.Join(dir, "server.lock"), filepath.Join(linked, "server.lock")))
+	_, err = New(Config{StateDir: linked})
+	require.ErrorIs(t, err, ErrStateDirUnsafe, "a lock file with another link")
+	require.NoError(t, os.Remove(filepath.Join(linked, "server.lock")))
+
+	open := t.TempDir()
+	require.NoError(t, os.Chmod(open, 0o777))
+	_, err = New(Config{StateDir: open})
+	require.ErrorIs(t, err, ErrStateDirUnsafe)
+	_, err = os.Lstat(filepath.Join(open, "server.lock"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "nothing made in a directory refused")
+
+	// A request under way when the server is closed (an http.Server's
+	// Close does not wait for its handlers) keeps the state directory
+	// until it returns: here one whose body never comes.
+	busy, err := New(Config{StateDir: dir})
+	require.NoError(t, err)
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	hs := &http.Server{Handler: busy.Handler(), ConnContext: ConnContext}
+	go func() { _ = hs.Serve(ln) }()
+	c, err := net.Dial("unix", sock)
+	require.NoError(t, err)
+	_, err = io.WriteString(c, "POST /v1/run HTTP/1.1\r\nHost: jail\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { busy.reqMu.Lock(); defer busy.reqMu.Unlock(); return busy.reqs == 1 }, 5*time.Second, 5*time.Millisecond)
+	t.Cleanup(func() { hs.Close() })
+	busy.Close()
+	_, err = New(Config{StateDir: dir})
+	require.ErrorIs(t, err, ErrStateDirInUse, "closed, but a request is under way")
+	c.Close() // the handler's read of the body fails
+	require.Eventually(t, func() bool {
+		s, err := New(Config{StateDir: dir})
+		if err == nil {
+			s.Close()
+		}
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond, "the last request returned")
 }
 
+// TestBadRequests: malformed and wrong requests get 400 naming the field,
+// before anything runs.
 func TestBadRequests(t *testing.T) {
 	c := unixServer(t, newTestServer(t))
 	for _, tc := range []struct {

@@ -16,6 +16,24 @@ import (
 // another, has Config.StateDir.
 var ErrStateDirInUse = errors.New("another server has it")
 
+// ErrStateDirUnsafe is New's error when Config.StateDir, or the lock file
+// in it, is not this user's alone: another user could then take the lock,
+// or swap what a server keeps there.
+var ErrStateDirUnsafe = errors.New("not this user's alone")
+
+// checkStateDir requires dir to be a directory of the effective uid that
+// no one else can write to, as the session directories below it are.
+func checkStateDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return &os.PathError{Op: "lstat", Path: dir, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return fmt.Errorf("%w: want a directory of uid %d that no one else can write to", ErrStateDirUnsafe, os.Geteuid())
+	}
+	return nil
+}
+
 // lockStateDir takes dir/server.lock for a Server until it is closed. Two
 // servers on one state directory would take each other's requests under
 // way for interrupted ones and each other's pool members for strays. An
@@ -25,6 +43,15 @@ func lockStateDir(dir string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, "server.lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, os.NewSyscallError("fstat", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Nlink != 1 {
+		f.Close()
+		return nil, fmt.Errorf("%w: server.lock: want a regular file of uid %d with one link", ErrStateDirUnsafe, os.Geteuid())
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		defer f.Close()

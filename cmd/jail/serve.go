@@ -191,7 +191,7 @@ that does not parse changes nothing and is logged.`,
 			}
 			cfg.Host, cfg.Logger = features, log
 			srv, err := server.New(cfg)
-			if errors.Is(err, server.ErrStateDirInUse) {
+			if errors.Is(err, server.ErrStateDirInUse) || errors.Is(err, server.ErrStateDirUnsafe) {
 				return usageError("--state-dir: %s", strings.TrimPrefix(err.Error(), "server: "))
 			}
 			if err != nil {
@@ -267,7 +267,7 @@ that does not parse changes nothing and is logged.`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&listens, "listen", nil, "where to listen, repeatable: `unix:PATH` (default /run/jail/jail.sock for root, $XDG_RUNTIME_DIR/jail/jail.sock for another user) or tcp://HOST:PORT (needs --tokens, and TLS or --insecure-plaintext)")
-	f.StringVar(&stateDir, "state-dir", "", "the tenants' sessions, snapshots and workspaces (default /var/lib/jail/serve for root, $XDG_STATE_HOME/jail/serve for another user)")
+	f.StringVar(&stateDir, "state-dir", "", "the tenants' sessions, snapshots and workspaces: a directory of the server's user that no one else may write to (default /var/lib/jail/serve for root, $XDG_STATE_HOME/jail/serve for another user)")
 	f.StringVar(&socketMode, "socket-mode", "0660", "the unix socket's permission bits: who may connect (each peer is then its own tenant)")
 	f.StringVar(&tokensFile, "tokens", "", "`FILE` of bearer tokens (by SHA-256) with their tenants and scopes, for TCP clients (jail serve token makes one)")
 	f.StringVar(&tenantsFile, "tenants", "", "`FILE`: the tenants' policy (allowed profiles, bind roots and fields, quotas); see above")
