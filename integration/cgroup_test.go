@@ -354,6 +354,11 @@ func TestCgroupLeakCheckSeesGroups(t *testing.T) {
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	require.Eventually(t, func() bool { return len(groupProcs(groups[0])) == 0 }, 5*time.Second, 10*time.Millisecond)
 	assert.Contains(t, jailCgroups(), groups[0], "the leak check does not see an emptied session group")
+	// Still when its state directory is gone, as at the suite's end, the
+	// tests' directories removed.
+	require.NoError(t, os.Rename(dir, dir+".gone"))
+	assert.Contains(t, jailCgroups(), groups[0], "the leak check does not see an emptied session group whose state directory is gone")
+	require.NoError(t, os.Rename(dir+".gone", dir))
 
 	// Nor another's emptied: its state directory is none of the suite's.
 	var theirs string

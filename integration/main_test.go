@@ -244,10 +244,14 @@ func jailCgroupsOnce() (ours, empty []string) {
 // of one of this suite's sessions runs in it, "empty" when nothing runs,
 // else "theirs".
 func sessionGroupOwner(d string) string {
+	// jail-session-EUID-HASH-ID
+	f := strings.SplitN(filepath.Base(d), "-", 5)
+	if len(f) != 5 || unprivileged && f[2] != strconv.Itoa(os.Geteuid()) {
+		return "theirs" // the unprivileged re-run's are its user's alone
+	}
 	pids := groupProcs(d)
 	if len(pids) == 0 {
-		// jail-session-EUID-HASH-ID
-		if f := strings.SplitN(filepath.Base(d), "-", 5); len(f) == 5 && ourStateDirHash(f[3]) {
+		if ourStateDirHash(f[3]) {
 			return "empty" // or removed meanwhile: the second look drops it
 		}
 		return "theirs"
@@ -262,34 +266,54 @@ func sessionGroupOwner(d string) string {
 }
 
 // stateDirHashes are the hashes, as a session's group name has its state
-// directory's (jail's sessionCgroupName), of the session directories seen
-// below the suite's temp directories, now or at an earlier look.
+// directory's (jail's sessionCgroupName), of the suite's session
+// directories: each test's as it is made (sessionDir) and, for those jail
+// serve makes, the ones found below a test's directory when it is
+// removed, or now below binDir and the jail-it-* temp directories.
 var stateDirHashes sync.Map
 
+// rememberStateDir records d as a session directory of the suite's.
+func rememberStateDir(d string) {
+	if abs, err := filepath.Abs(d); err == nil {
+		sum := sha256.Sum256([]byte(abs))
+		stateDirHashes.Store(hex.EncodeToString(sum[:4]), true)
+	}
+}
+
+// rememberStateDirs records the session directories ("sessions") below
+// root, to a depth of six: jail serve's tenants/*/sessions and
+// pools/*/sessions among them.
+func rememberStateDirs(root string) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return
+	}
+	depth := strings.Count(root, "/")
+	_ = filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		switch {
+		case err != nil || !e.IsDir():
+			return nil
+		case e.Name() == "sessions":
+			rememberStateDir(p)
+			return filepath.SkipDir
+		case strings.Count(p, "/")-depth >= 6:
+			return filepath.SkipDir
+		}
+		return nil
+	})
+}
+
 // ourStateDirHash tells whether h is the hash of a session directory of
-// the suite's: below binDir (the tests' host directories, the
-// unprivileged re-run's temp directory) or a jail-it-* temp directory
-// (jail serve's state: tenants/*/sessions, pools/*/sessions).
+// the suite's: one remembered, or one now below binDir (the tests' host
+// directories, the unprivileged re-run's temp directory) or a jail-it-*
+// temp directory.
 func ourStateDirHash(h string) bool {
 	if _, ok := stateDirHashes.Load(h); ok {
 		return true
 	}
 	roots, _ := filepath.Glob(filepath.Join(os.TempDir(), "jail-it-*"))
 	for _, root := range append(roots, binDir) {
-		depth := strings.Count(root, "/")
-		_ = filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
-			switch {
-			case err != nil || !e.IsDir():
-				return nil
-			case e.Name() == "sessions":
-				sum := sha256.Sum256([]byte(p))
-				stateDirHashes.Store(hex.EncodeToString(sum[:4]), true)
-				return filepath.SkipDir
-			case strings.Count(p, "/")-depth >= 6:
-				return filepath.SkipDir
-			}
-			return nil
-		})
+		rememberStateDirs(root)
 	}
 	_, ok := stateDirHashes.Load(h)
 	return ok
@@ -603,7 +627,10 @@ func hostDir(t *testing.T) string {
 	t.Helper()
 	d, err := os.MkdirTemp(filepath.Join(binDir, "work"), "dir-") // t.TempDir's parent is 0700
 	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(d) })
+	t.Cleanup(func() {
+		rememberStateDirs(d) // for the end's leak check: a group left is still ours
+		os.RemoveAll(d)
+	})
 	require.NoError(t, os.Chmod(d, 0o777))
 	return d
 }

@@ -253,7 +253,10 @@ func openDir(t *testing.T) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "jail-it-open-")
 	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(d) })
+	t.Cleanup(func() {
+		rememberStateDirs(d) // jail serve's, for the end's leak check
+		os.RemoveAll(d)
+	})
 	require.NoError(t, os.Chmod(d, 0o777))
 	return d
 }

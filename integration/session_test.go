@@ -28,6 +28,7 @@ import (
 func sessionDir(t *testing.T) string {
 	d := filepath.Join(hostDir(t), "sessions")
 	require.NoError(t, os.Mkdir(d, 0o700))
+	rememberStateDir(d)
 	return d
 }
 

@@ -154,6 +154,21 @@ if [ -d cgroup ]; then
 	echo "### vm-test: end cgroup.test rc=$r"
 	[ $r = 0 ] || rc=1
 fi
+# No jail outlives the tests, nor its cgroup: each suite's own end check
+# counts only what it can tell is its own. Nothing ran here before them.
+leftover() {
+	find /sys/fs/cgroup -type d -name 'jail-*' -prune 2>/dev/null | sed 's/^/cgroup /'
+	for d in /proc/[0-9]*; do
+		a=$(tr '\0' '\n' <"$d/cmdline" 2>/dev/null | head -n1)
+		case $a in jail:init | jail:exec) grep -q '^State:.*Z' "$d/status" 2>/dev/null || echo "process ${d#/proc/} $a" ;; esac
+	done
+}
+for _ in $(seq 50); do [ -z "$(leftover)" ] && break; sleep 0.1; done
+left=$(leftover)
+if [ -n "$left" ]; then
+	echo "vm-test: FATAL: jail processes or cgroups outlived the tests: $(echo $left)"
+	rc=1
+fi
 exit $rc
 EOF
 chmod 0755 "$out/vm-test.sh"
