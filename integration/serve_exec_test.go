@@ -344,3 +344,85 @@ func TestServeSessionLanguageExec(t *testing.T) {
 		assert.Equal(t, tc.field, apiError(t, b).Field, tc.body)
 	}
 }
+
+// TestServeExecsAcrossRestart: a background exec's document outlives its
+// server. One that ended is answered by the next server as before (its
+// events a lost range, then its exit); one running when the server was
+// killed ended with it (nothing of it left in the session) and is
+// answered as interrupted; a drain waits for one under way, whose result
+// the next server then has.
+func TestServeExecsAcrossRestart(t *testing.T) {
+	requireRoot(t)
+	state := openDir(t)
+	s := serve(t, state)
+	code, b := s.do(t, "POST", "/v1/sessions", `{"id": "rs"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+
+	done := s.background(t, "rs", `{"shell": "echo hi; echo there >&2; exit 3", "background": true}`)
+	require.Eventually(t, func() bool { return s.execInfo(t, "rs", done.ID).State == server.ExecExited }, 10*time.Second, 20*time.Millisecond)
+	before := s.execInfo(t, "rs", done.ID)
+	marker, script := sleepMarker(13)
+	running := s.background(t, "rs", `{"shell": "`+script+`", "background": true}`)
+	requireRunning(t, marker, 1)
+
+	require.NoError(t, s.cmd.Process.Kill()) // a crash
+	_ = s.cmd.Wait()
+	require.Eventually(t, func() bool { return len(processesMatching(marker)) == 0 }, 5*time.Second, 20*time.Millisecond,
+		"the command of an exec outlived its server")
+
+	s2 := serve(t, state)
+	after := s2.execInfo(t, "rs", done.ID)
+	assert.Equal(t, server.ExecExited, after.State)
+	require.NotNil(t, after.Result)
+	assert.Equal(t, 3, after.Result.ExitCode)
+	assert.Equal(t, "hi\n", after.Result.Stdout)
+	assert.Equal(t, "there\n", after.Result.Stderr)
+	assert.Equal(t, before.NextSeq, after.NextSeq)
+	assert.True(t, before.EndedAt.Equal(*after.EndedAt), "ended at %v, now said %v", before.EndedAt, after.EndedAt)
+	evs := s2.events(t, t.Context(), "/v1/sessions/rs/exec/"+done.ID+"/events", nil)
+	require.Len(t, evs, 2, "%v", evs)
+	assert.Equal(t, "lost", evs[0]["event"])
+	assert.Equal(t, "exit", evs[1]["event"])
+	assert.EqualValues(t, after.NextSeq-1, evs[1]["seq"])
+
+	cut := s2.execInfo(t, "rs", running.ID)
+	assert.Equal(t, server.ExecInterrupted, cut.State)
+	require.NotNil(t, cut.Error)
+	assert.Equal(t, server.CodeInterrupted, cut.Error.Code)
+	assert.Nil(t, cut.Result)
+	assert.NotNil(t, cut.EndedAt)
+	assert.Equal(t, []string{"/bin/sh", "-c", script}, cut.Argv)
+	evs = s2.events(t, t.Context(), "/v1/sessions/rs/exec/"+running.ID+"/events?from=1", nil)
+	require.Len(t, evs, 2, "%v", evs)
+	assert.Equal(t, "lost", evs[0]["event"])
+	assert.Equal(t, "error", evs[1]["event"])
+	code, b = s2.do(t, "POST", "/v1/sessions/rs/exec/"+running.ID+"/signal", `{"signal": "TERM"}`)
+	assert.Equal(t, http.StatusConflict, code, "%s", b)
+	code, b = s2.do(t, "GET", "/v1/sessions/rs/exec", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, string(b), done.ID)
+	assert.Contains(t, string(b), running.ID)
+	// Another tenant, in its own session of the same id, sees none of them.
+	code, b = s2.asUser(t, "POST", "/v1/sessions", `{"id": "rs"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	code, b = s2.asUser(t, "GET", "/v1/sessions/rs/exec/"+done.ID, "")
+	assert.Equal(t, http.StatusNotFound, code, "another tenant's: %s", b)
+	code, b = s2.asUser(t, "GET", "/v1/sessions/rs/exec", "")
+	assert.Equal(t, http.StatusOK, code, "%s", b)
+	assert.NotContains(t, string(b), done.ID)
+	code, b = s2.asUser(t, "DELETE", "/v1/sessions/rs", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+
+	// A drain lets a background exec finish.
+	late := s2.background(t, "rs", `{"shell": "sleep 1; echo late", "background": true}`)
+	s2.stop(t)
+	s3 := serve(t, state)
+	fin := s3.execInfo(t, "rs", late.ID)
+	assert.Equal(t, server.ExecExited, fin.State, "%+v", fin.Error)
+	require.NotNil(t, fin.Result)
+	assert.Equal(t, "late\n", fin.Result.Stdout)
+	cut2 := s3.execInfo(t, "rs", running.ID)
+	assert.True(t, cut.EndedAt.Equal(*cut2.EndedAt), "an interrupted exec's end moved at the next restart: %v, then %v", cut.EndedAt, cut2.EndedAt)
+	code, b = s3.do(t, "DELETE", "/v1/sessions/rs", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+}

@@ -37,9 +37,11 @@ import (
 // would make them). Without such a client the oldest events go first, and
 // a replay from before them starts with a "lost" event.
 //
-// Execs live in the server's memory: a restarted server has forgotten
-// them, and its own end ends them (their helpers kill their process
-// groups when the server's end of the sync pipe closes).
+// Execs live in the server's process: its end ends them (their helpers
+// kill their command's group when the server's end of the sync pipe
+// closes). A draining server waits for them up to its grace. A background
+// or detached exec's document is kept on disk (execrecords.go): a
+// restarted server answers for it, as interrupted if it was running.
 const (
 	// MaxExecEvents bounds the bytes of the events an exec keeps.
 	MaxExecEvents = 1 << 20
@@ -58,6 +60,7 @@ const (
 	ExecRunning = "running"
 	ExecExited  = "exited" // its result is in ExecInfo.Result
 	ExecFailed  = "failed" // it could not run: ExecInfo.Error
+	// ExecInterrupted (execrecords.go): the server stopped while it ran.
 )
 
 // ExecInfo is the document of an exec.
@@ -116,6 +119,14 @@ type execEntry struct {
 	// onEnd, when set, sees the Result (nil after an error) before the
 	// exec's end is published: a language exec's annotation and cleanup.
 	onEnd func(*jail.Result)
+	// recordPath is the file of its record, if it has one; interrupted:
+	// taken up from a record of an exec a server stopped under. recMu
+	// orders the record's writes and its removal, after which (forgotten)
+	// nothing is written.
+	recordPath  string
+	interrupted bool
+	recMu       sync.Mutex
+	forgotten   bool
 }
 
 // notifyLocked wakes whoever waits for a change. x.mu is held.
@@ -248,6 +259,9 @@ func (x *execEntry) info() *ExecInfo {
 		if x.err != nil {
 			in.State = ExecFailed
 		}
+		if x.interrupted {
+			in.State = ExecInterrupted
+		}
 	}
 	return in
 }
@@ -334,6 +348,14 @@ func (x *execEntry) follow(ctx context.Context, w http.ResponseWriter, from int,
 		}
 		return err
 	}
+	x.mu.Lock()
+	if x.interrupted && x.done && from >= x.next {
+		// Its client saw events of the last server that this one never
+		// knew (its record is from the exec's start): its end is new to
+		// that client all the same.
+		from = x.next - 1
+	}
+	x.mu.Unlock()
 	tk := time.NewTicker(x.keepalive)
 	defer tk.Stop()
 	for {
@@ -423,6 +445,7 @@ func (e *execs) add(x *execEntry) {
 		switch {
 		case done && time.Since(at) > ExecRetention:
 			delete(e.all, k)
+			o.forget()
 		case done:
 			ended = append(ended, o)
 		}
@@ -431,6 +454,7 @@ func (e *execs) add(x *execEntry) {
 		slices.SortFunc(ended, func(a, b *execEntry) int { return a.ended.Compare(b.ended) })
 		for _, o := range ended[:len(ended)-MaxEndedExecs+1] {
 			delete(e.all, e.key(o.tenant, o.id))
+			o.forget()
 		}
 	}
 	e.all[e.key(x.tenant, x.id)] = x
@@ -509,6 +533,9 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 	if owned {
 		x.owners = 1
 	}
+	if req.Background || req.Detach {
+		x.recordPath = execRecordPath(s.execRecordDir(), t.Name, x.id)
+	}
 	x.onEnd = onEnd
 	c := sess.Command(ctx, argv[0], argv[1:]...)
 	c.Capture, c.Logger = true, s.cfg.Logger
@@ -568,7 +595,10 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		}
 	}
 	s.execs.add(x)
+	s.record(x)
+	s.enter() // its record is written in the state directory: Close keeps the lock until then
 	go func() {
+		defer s.leave()
 		defer release()
 		defer cancel()
 		t0 := time.Now()
@@ -581,10 +611,11 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		if err != nil {
 			s.m.results.inc("exec", "error")
 			x.end(nil, asAPIError(err, "spec"))
-			return
+		} else {
+			s.m.results.inc("exec", string(c.Result.Status))
+			x.end(c.Result, nil)
 		}
-		s.m.results.inc("exec", string(c.Result.Status))
-		x.end(c.Result, nil)
+		s.record(x)
 	}()
 	return x, nil
 }
@@ -600,15 +631,19 @@ func (x *execEntry) end(res *jail.Result, e *Error) {
 // endedExec is an exec that ended before it began: a language exec
 // whose compile failed, res its compile_error. Kept and answered as any
 // other.
-func (s *Server) endedExec(t Tenant, sess *jail.Session, argv []string, res *jail.Result) *execEntry {
+func (s *Server) endedExec(t Tenant, sess *jail.Session, argv []string, res *jail.Result, recorded bool) *execEntry {
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &execEntry{id: newExecID(), session: sess.ID(), tenant: t.Name, argv: argv, started: time.Now(), ctx: ctx, cancel: cancel,
 		changed: make(chan struct{}), next: 1, ownerNext: 1, keepalive: s.cfg.Keepalive, writeTimeout: s.cfg.StreamWriteTimeout}
+	if recorded {
+		x.recordPath = execRecordPath(s.execRecordDir(), t.Name, x.id)
+	}
 	res.ExecID, res.SessionID = x.id, sess.ID()
 	x.publish(map[string]any{"event": "start", "exec": x.id}, true)
 	s.execs.add(x)
 	s.m.results.inc("exec", string(res.Status))
 	x.finish(res, nil)
+	s.record(x)
 	cancel()
 	return x
 }
@@ -633,7 +668,7 @@ func (s *Server) prepareCode(r *http.Request, t Tenant, sess *jail.Session, req 
 	}
 	if job.Failed() {
 		job.Close()
-		return nil, s.endedExec(t, sess, append([]string{"compile:"}, p.Runner.Compile...), job.FailedResult()), nil
+		return nil, s.endedExec(t, sess, append([]string{"compile:"}, p.Runner.Compile...), job.FailedResult(), req.Background || req.Detach), nil
 	}
 	return job, nil, nil
 }

@@ -389,9 +389,9 @@ func (p *pool) stop() {
 }
 
 // Close stops the pools' filling and discards their ready members, and
-// lets go of the state directory once no request is under way (at once
-// when none is; else when the last returns, or the process ends): until
-// then no other server may take it. Runs under way go on.
+// lets go of the state directory once no request or exec is under way (at
+// once when none is; else when the last ends, or the process does): until
+// then no other server may take it. Runs and execs under way go on.
 func (s *Server) Close() {
 	if s.pools != nil {
 		s.pools.mu.Lock()

@@ -113,13 +113,15 @@ type Server struct {
 	policy    atomic.Pointer[Policy]
 	lock      *os.File // StateDir/server.lock, held until Close and the last request
 	closeOnce sync.Once
-	// Requests under way; once closed, the last one lets go of the lock.
+	// Requests and execs under way (an exec writes its record in the
+	// state directory at its end); once closed, the last one lets go of
+	// the lock.
 	reqMu   sync.Mutex
 	reqs    int
 	closing bool
 }
 
-// enter counts a request under way.
+// enter counts a request or exec under way.
 func (s *Server) enter() {
 	s.reqMu.Lock()
 	s.reqs++
@@ -184,6 +186,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: idempotency keys: %w", err)
 	}
 	s.idem = idem
+	if err := s.loadExecRecords(); err != nil {
+		return nil, fmt.Errorf("server: exec records: %w", err)
+	}
 	s.tokens.Store(cfg.Tokens)
 	s.policy.Store(cfg.Policy)
 	s.m.extra = s.writePoolMetrics
@@ -207,6 +212,26 @@ func New(cfg Config) (*Server, error) {
 // Drain makes the server refuse new work (runs, commands, sessions: 503)
 // and /v1/ready answer 503; requests under way go on.
 func (s *Server) Drain() { s.draining.Store(true) }
+
+// Idle waits until no run or command is under way (background execs
+// among them, which no request holds), or ctx ends: a drain's last step.
+func (s *Server) Idle(ctx context.Context) error {
+	tk := time.NewTicker(20 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		s.mu.Lock()
+		n := len(s.running)
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tk.C:
+		}
+	}
+}
 
 type tenantKey struct{}
 

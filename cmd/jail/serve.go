@@ -113,8 +113,10 @@ in a jail holds a capability over its network.
 Sessions live in the state directory: they outlive the server, and a new server finds
 them. One server has a state directory at a time: another started on it refuses to start
 (exit 125) until the first has exited. SIGTERM or SIGINT drains: new work is refused
-(503), /v1/ready answers 503, requests under way get --grace to finish, then the server
-exits. SIGHUP reads --tokens, --tenants and --pools again: a token left out is refused
+(503), /v1/ready answers 503, requests and background execs under way get --grace to
+finish, then the server exits; an exec it cuts short ends with it. A background or
+detached exec's document is kept in the state directory: a new server answers for it
+(GET .../exec/EID), as "interrupted" if the last one stopped while it ran. SIGHUP reads --tokens, --tenants and --pools again: a token left out is refused
 from the next request on, the policy applies to the next request, and pools the file
 adds, changes or drops are made, replaced or removed (pools made with PUT stay); a file
 that does not parse changes nothing and is logged.`,
@@ -260,6 +262,11 @@ that does not parse changes nothing and is logged.`,
 					hs.Close()
 					return fmt.Errorf("requests still under way after %v: %w", grace, err)
 				}
+				// Background execs, which no request holds, end with the
+				// server: they get what is left of the grace too.
+				if err := srv.Idle(ctx); err != nil {
+					return fmt.Errorf("commands still under way after %v: %w", grace, err)
+				}
 				log.Info("stopped")
 				return nil
 			}
@@ -277,7 +284,7 @@ that does not parse changes nothing and is logged.`,
 	f.BoolVar(&insecurePlaintext, "insecure-plaintext", false, "serve TCP without TLS: only on a loopback address")
 	f.IntVar(&netnsPool, "netns-pool", jail.DefaultNetnsPoolSize, "as root, how many empty network namespaces (lo up) to keep made ahead for jails with a network of their own: about 0.3 ms less a run; 0: none")
 	f.IntVar(&maxRuns, "max-runs", server.DefaultMaxRuns, "runs and session commands one tenant may have under way at once (unless its quota says); one more gets 503")
-	f.DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long requests under way may take to finish")
+	f.DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long requests and background execs under way may take to finish (then the server exits 125, and what still ran ends with it)")
 	f.StringVar(&logFormat, "log-format", "text", "log records on stderr, one per request: text or json")
 	cmd.AddCommand(newServeTokenCommand(stdout))
 	return cmd
