@@ -311,6 +311,12 @@ func BenchmarkAPIvsFloor(b *testing.B) {
 	b.Run("run", func(b *testing.B) {
 		alternate(b, func() error { return runJail(jail.Command(ctx, spec, "/bin/true")) }, fl)
 	})
+	b.Run("run-limits", func(b *testing.B) {
+		// The limits: memory and pids (a cgroup), against "run".
+		limited := spec
+		limited.MemoryMaxBytes, limited.PidsMax = 256<<20, 64
+		alternate(b, func() error { return runJail(jail.Command(ctx, limited, "/bin/true")) }, fl)
+	})
 	b.Run("run-netns-pool", func(b *testing.B) {
 		pool, err := jail.NewNetnsPool(0)
 		if err != nil {
