@@ -105,21 +105,15 @@ func (x *execEntry) forget() {
 
 // writeFileAtomic writes b to p through a temporary file and a rename.
 func writeFileAtomic(p string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	tmp, err := writeTemp(filepath.Dir(p), ".tmp-", b, false)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err := os.Rename(tmp, p); err != nil {
+		_ = os.Remove(tmp)
+		return err
 	}
-	if err == nil {
-		err = os.Rename(f.Name(), p)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return nil
 }
 
 // loadExecRecords takes up the records of the last server: the ended ones

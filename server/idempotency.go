@@ -165,13 +165,19 @@ func idemFile(k idemKey) string {
 // write writes k's record e into a temporary file, synced to the disk
 // when sync is set, and returns its name, for rename to put in place. It
 // needs no lock: e is a copy.
-func (m *idempotency) write(k idemKey, e idemEntry, sync bool) (_ string, retErr error) {
+func (m *idempotency) write(k idemKey, e idemEntry, sync bool) (string, error) {
 	b, err := json.Marshal(idemRecord{Tenant: k.tenant, Key: k.key, Fingerprint: hex.EncodeToString(e.fingerprint[:]),
 		Done: e.done, At: e.at, Status: e.status, ContentType: e.ctype, Body: e.body})
 	if err != nil {
 		return "", err
 	}
-	f, err := os.CreateTemp(m.dir, ".key-")
+	return writeTemp(m.dir, ".key-", b, sync)
+}
+
+// writeTemp writes b into a new temporary file in dir, synced to the disk
+// when sync is set, and returns its name; on failure nothing is left.
+func writeTemp(dir, prefix string, b []byte, sync bool) (_ string, retErr error) {
+	f, err := os.CreateTemp(dir, prefix)
 	if err != nil {
 		return "", err
 	}
