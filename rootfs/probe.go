@@ -47,7 +47,15 @@ func (h *Host) Add(paths ...string) {
 // / (the last with that mount point in /proc/self/mountinfo) has the file
 // system type "rootfs". Equivalent to `findmnt -n -o FSTYPE /` printing
 // rootfs.
+//
+// An initramfs is a ramfs or a tmpfs, so mountinfo is read only when
+// statfs(2) of / says it is one of those: on any other root, one system
+// call answers. Reading and parsing mountinfo in a cold process, as every
+// `jail run` is, took 0.28-0.46 ms, and the plan waits for it.
 func RootIsInitramfs() bool {
+	if !mayBeInitramfs("/") {
+		return false
+	}
 	t, err := mounts.ReadTable()
 	return err == nil && rootFSType(t) == "rootfs"
 }
