@@ -256,7 +256,9 @@ func refusedFast(t *testing.T, what, answer string) {
 	f := strings.Fields(answer)
 	_, err := fmt.Sscanf(f[len(f)-1], "%dms", &ms)
 	require.NoError(t, err, answer)
-	assert.Less(t, ms, 100, "%s refused after %d ms: %q", what, ms, answer)
+	// Refused, not dropped: a dropped packet waits out the probe's 2 s.
+	// (Not 100 ms: one stall of the host is more than that.)
+	assert.Less(t, ms, 1000, "%s refused after %d ms: %q", what, ms, answer)
 }
 
 func TestNetworkEgressAllowList(t *testing.T) {
