@@ -183,13 +183,16 @@ func TestFreezeThaw(t *testing.T) {
 	// time run before the freeze and counted late. It settles: two reads
 	// 50 ms apart agree, which a running loop never lets them do.
 	var u1 time.Duration
-	require.Eventually(t, func() bool {
+	settled := false
+	for deadline := time.Now().Add(5 * time.Second); !settled && time.Now().Before(deadline); {
 		a, err := g.CPUUsage()
+		require.NoError(t, err)
 		time.Sleep(50 * time.Millisecond)
-		b, err2 := g.CPUUsage()
-		u1 = b
-		return err == nil && err2 == nil && a == b
-	}, 5*time.Second, time.Millisecond, "CPU time went on after Freeze")
+		u1, err = g.CPUUsage()
+		require.NoError(t, err)
+		settled = a == u1
+	}
+	require.True(t, settled, "CPU time went on after Freeze")
 	time.Sleep(200 * time.Millisecond)
 	u2, err := g.CPUUsage()
 	require.NoError(t, err)

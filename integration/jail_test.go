@@ -27,7 +27,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jailrt/jail"
-	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/nsexec"
 	"github.com/jailrt/jail/rootfs"
 )
@@ -1117,14 +1116,8 @@ func TestReadOnlyBindUnixSocket(t *testing.T) {
 // check says.
 func TestRootOfTheHost(t *testing.T) {
 	initramfs := rootfs.RootIsInitramfs()
-	table, err := mounts.ReadTable()
+	top, err := rootfs.RootFSType()
 	require.NoError(t, err)
-	top := "" // the type of the mount on top of /, by mountinfo alone
-	for _, m := range table {
-		if m.Mountpoint == "/" {
-			top = m.FSType
-		}
-	}
 	assert.Equal(t, top == "rootfs", initramfs, "RootIsInitramfs (statfs first) agrees with mountinfo: / is %s", top)
 	check := runJail(t, "check")
 	if initramfs {

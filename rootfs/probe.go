@@ -56,8 +56,19 @@ func RootIsInitramfs() bool {
 	if !mayBeInitramfs("/") {
 		return false
 	}
+	fs, err := RootFSType()
+	return err == nil && fs == "rootfs"
+}
+
+// RootFSType is the file system type of the mount on top of / by
+// /proc/self/mountinfo alone: what RootIsInitramfs decides by when statfs
+// cannot.
+func RootFSType() (string, error) {
 	t, err := mounts.ReadTable()
-	return err == nil && rootFSType(t) == "rootfs"
+	if err != nil {
+		return "", err
+	}
+	return rootFSType(t), nil
 }
 
 // rootFSType is the file system type of the mount on top of / in t.
