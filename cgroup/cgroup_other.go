@@ -99,3 +99,15 @@ func (g *Group) FreezeChildren(...string) (func() error, error) { return nil, er
 
 // ThawChildren returns an error off Linux.
 func (g *Group) ThawChildren() error { return errNotLinux }
+
+// Begin returns an error matching [errors.ErrUnsupported].
+func Begin(Limits, Options) (*Group, error) { return nil, errNotLinux }
+
+// Pending returns 0.
+func (g *Group) Pending() int { return 0 }
+
+// Complete returns an error matching [errors.ErrUnsupported].
+func (g *Group) Complete() error { return errNotLinux }
+
+// OpenStats does nothing.
+func (g *Group) OpenStats() {}

@@ -44,6 +44,17 @@ type Group struct {
 	unenforced []Unenforced
 	// removed is set once every directory is gone.
 	removed bool
+	// pending is what Complete makes and writes (Begin), in order: the
+	// cgroup2 directory (made) first.
+	pending         []pendingDir
+	allowUnenforced bool
+}
+
+// pendingDir is a directory of the group and its limits, before Complete.
+type pendingDir struct {
+	d      *groupDir
+	writes []write
+	made   bool // Begin made the directory; its writes are left
 }
 
 // groupDir is the group's directory in one hierarchy.

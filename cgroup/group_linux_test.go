@@ -175,6 +175,62 @@ func TestNewWritesLimits(t *testing.T) {
 	})
 }
 
+// TestBeginComplete: Begin makes only the cgroup2 directory, with no limit
+// in it yet, and says how many directories Complete makes; Complete makes
+// them and writes the limits that New writes. A group never completed is
+// removed by Destroy all the same.
+func TestBeginComplete(t *testing.T) {
+	requireRoot(t)
+	l := Limits{MemoryMaxBytes: 64 << 20, PidsMax: 32}
+	full := newGroup(t, l, Options{})
+	var v1 int
+	for _, d := range full.dirs {
+		if !d.hier.V2 {
+			v1++
+		}
+	}
+
+	g, err := Begin(l, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, g.Destroy()) })
+	assert.Equal(t, v1, g.Pending(), "Complete makes the v1 directories")
+	begun := g.Paths()
+	if d := g.v2Dir(); d != nil {
+		require.Len(t, begun, 1, "only the cgroup2 directory")
+		assert.GreaterOrEqual(t, g.FD(), 0, "for CLONE_INTO_CGROUP")
+		if d.serving(ControllerMemory) {
+			assert.Equal(t, "max", readControl(t, g, ControllerMemory, "memory.max"), "no limit before Complete")
+		}
+	} else {
+		assert.Empty(t, begun)
+	}
+
+	require.NoError(t, g.Complete())
+	assert.Zero(t, g.Pending())
+	assert.Len(t, g.Paths(), len(full.Paths()), "the directories New makes")
+	assert.Equal(t, full.Version(), g.Version())
+	for _, f := range []struct{ controller, file string }{{ControllerPids, "pids.max"}} {
+		assert.Equal(t, readControl(t, full, f.controller, f.file), readControl(t, g, f.controller, f.file), f.file)
+	}
+	memFile := "memory.max"
+	if !g.dirServing(ControllerMemory).hier.V2 {
+		memFile = "memory.limit_in_bytes"
+	}
+	assert.Equal(t, "67108864", readControl(t, g, ControllerMemory, memFile))
+	assert.NoError(t, g.Complete(), "a second Complete does nothing")
+	assert.Len(t, g.Paths(), len(full.Paths()))
+
+	t.Run("never completed", func(t *testing.T) {
+		g, err := Begin(l, Options{})
+		require.NoError(t, err)
+		paths := g.Paths()
+		require.NoError(t, g.Destroy())
+		for _, p := range paths {
+			assert.NoDirExists(t, p)
+		}
+	})
+}
+
 // TestUpdate: the limits of a group in use change as New would have set
 // them, lowered and raised (v1 keeps memory+swap at or above memory); a
 // limit the group was made without cannot be added, and then nothing

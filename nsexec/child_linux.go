@@ -327,6 +327,34 @@ func (c *Child) Send(m Msg) error {
 	return err
 }
 
+// SendFiles sends one sync message with files attached (SCM_RIGHTS): the
+// child has its own copies once it returns.
+func (c *Child) SendFiles(m Msg, files []*os.File) error {
+	b, err := m.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	rc, err := c.sync.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), b, unix.UnixRights(fds...), nil, 0)
+		return serr != unix.EAGAIN
+	}); err != nil {
+		return err
+	}
+	for _, f := range files {
+		runtime.KeepAlive(f)
+	}
+	return os.NewSyscallError("sendmsg", serr)
+}
+
 // SendBytes sends one datagram of a role's own protocol on the sync
 // socket, after GO (the files helper's request).
 func (c *Child) SendBytes(b []byte) error {

@@ -185,6 +185,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 	} else if (p->join_ns || (p->flags & PLAN_JOIN_KILL)) {
 		return -1;
 	}
+	if ((p->flags & PLAN_CGROUP_LATE) && (p->cgroup_fds || (p->flags & (PLAN_JOIN | PLAN_SESSION)))) return -1;
 	if (nm > PLAN_MAX_ITEMS || nl > PLAN_MAX_ITEMS) return -1;
 	p->nmounts = nm; p->nlandlock = nl; p->nsysctls = ns;
 	return 0;

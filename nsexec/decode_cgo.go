@@ -88,6 +88,8 @@ var cConstants = map[string]int64{
 	"PLAN_NO_GO":                 C.PLAN_NO_GO,
 	"PLAN_PREFORK":               C.PLAN_PREFORK,
 	"PLAN_JOIN_KILL":             C.PLAN_JOIN_KILL,
+	"PLAN_CGROUP_LATE":           C.PLAN_CGROUP_LATE,
+	"MSG_CGROUP":                 C.MSG_CGROUP,
 	"TAG_SYSCTL":                 C.TAG_SYSCTL,
 	"MAX_SYSCTLS":                C.MAX_SYSCTLS,
 	"JOINABLE_NS":                C.JOINABLE_NS,

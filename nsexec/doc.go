@@ -44,6 +44,8 @@
 //	            ◀──── EXITED{wait status} ──────        workload ended; child exits and the
 //	                                                    kernel kills the rest of the jail
 //	 cgroup v1 "tasks" files ─────────────────▶ fd 5...  the child writes "0" to each, first
+//	 sync sock  ───── CGROUP + "tasks" files ─▶ fd 4   with FlagCgroupLate instead: read after the
+//	                                                    mount plan, then the same writes (SCM_RIGHTS)
 //	 host sources (O_PATH) ───────────────────▶ SourceFD(n, 1)...  checked by inode, then closed
 //	 extra descriptors ───────────────────────▶ ExtraFD(n, m)...  by role, below
 //
@@ -63,8 +65,8 @@
 // process runs kills the process's group, then its cgroup.
 //
 // The sync socket is SOCK_SEQPACKET, so every message is one datagram of
-// [MsgSize] bytes; a descriptor rides on MsgPTY, and on MsgReady with
-// FlagNetfilter, only. EOF on the child's end
+// [MsgSize] bytes; descriptors ride on MsgPTY, on MsgReady with
+// FlagNetfilter, and on MsgCgroup (to the child), only. EOF on the child's end
 // means the parent is gone: the child exits and takes the jail (or the
 // joined process) with it; a session's PID 1 no longer listens by then.
 package nsexec

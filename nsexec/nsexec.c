@@ -342,6 +342,41 @@ int join_cgroup(struct plan *p)
 	return 0;
 }
 
+/* join_cgroup_late is join_cgroup for PLAN_CGROUP_LATE: the "tasks" files
+ * come in one MSG_CGROUP, which the parent sent once it had made the
+ * directories while this stage built the root. This stage is still
+ * single-threaded (the seccomp listener comes after it). */
+int join_cgroup_late(struct plan *p)
+{
+	(void)p;
+	struct sync_msg m;
+	union {
+		char buf[CMSG_SPACE(MAX_CGROUP_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = {&m, sizeof m};
+	struct msghdr h = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+	int fds[MAX_CGROUP_FDS], nfds = 0, err = 0;
+	ssize_t n;
+	while ((n = recvmsg(SYNC_FD, &h, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR);
+	if (n < 0) return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t j = 0; j < k && nfds < MAX_CGROUP_FDS; j++) memcpy(&fds[nfds++], CMSG_DATA(c) + j * sizeof(int), sizeof(int));
+	}
+	if (n != sizeof m || m.type != MSG_CGROUP || nfds == 0 || (h.msg_flags & MSG_CTRUNC))
+		err = n == 0 ? EPIPE : EPROTO;
+	for (int i = 0; i < nfds; i++) {
+		ssize_t w = 0;
+		while (!err && (w = write(fds[i], "0", 1)) < 0 && errno == EINTR);
+		if (!err && w != 1) err = errno;
+		close(fds[i]);
+	}
+	if (err) { errno = err; return -1; }
+	return 0;
+}
+
 static int read_full(int fd, uint8_t *buf, size_t len)
 {
 	for (size_t off = 0; off < len;) {
@@ -436,7 +471,7 @@ int cgroup_namespace(struct plan *p)
 	 * cgroup name, with jail's host pid in it. Made again here, its root is
 	 * the jail's own cgroup. A joined process makes its own, rooted at the
 	 * cgroup it joined. */
-	if (p->cgroup_fds == 0 && !(p->flags & PLAN_JOIN)) return 0;
+	if (p->cgroup_fds == 0 && !(p->flags & (PLAN_JOIN | PLAN_CGROUP_LATE))) return 0;
 	return unshare(CLONE_NEWCGROUP);
 }
 
@@ -473,7 +508,7 @@ static int run_init(struct plan *p, const char **step)
 	static const struct step steps[] = {
 		{"read plan", read_plan, 0, 0},
 		{"join cgroup", join_cgroup, 0, 0},
-		{"cgroup namespace", cgroup_namespace, PLAN_CGROUPNS, 0},
+		{"cgroup namespace", cgroup_namespace, PLAN_CGROUPNS, PLAN_CGROUP_LATE},
 		{"block signals", block_signals_step, 0, 0},
 		{"sysctl", write_sysctls, 0, 0},
 		{"make / rslave", make_root_rslave, PLAN_MOUNTNS, 0},
@@ -486,6 +521,8 @@ static int run_init(struct plan *p, const char **step)
 		{"remount root read-only", remount_root_ro, PLAN_MOUNTNS | PLAN_ROOT_RO, 0},
 		{"hostname", set_hostname, 0, 0},
 		{"loopback up", loopback_up, PLAN_LOOPBACK, 0},
+		{"join cgroup", join_cgroup_late, PLAN_CGROUP_LATE, 0},
+		{"cgroup namespace", cgroup_namespace, PLAN_CGROUPNS | PLAN_CGROUP_LATE, 0},
 		{"seccomp listener thread", start_listener, PLAN_SECCOMP_NOTIFY, PLAN_SESSION},
 		{"time namespace", new_time_ns, PLAN_TIMENS, 0},
 		{"wait for parent", wait_for_go, 0, 0},

@@ -50,6 +50,9 @@
 			       * then waits on the pipe for the process it runs (argv, env, cwd, path) */
 #define PLAN_JOIN_KILL 0x10000 /* a join helper's last extra descriptor: its process's cgroup.kill, written if the
 				* parent goes away while the process runs */
+#define PLAN_CGROUP_LATE 0x20000 /* no cgroup v1 "tasks" files are inherited: they come in one MSG_CGROUP on the sync
+				  * socket, which the stage reads after its mount plan (the parent makes the v1
+				  * directories meanwhile), then joins and makes its cgroup namespace */
 #define PROCESS_FLAGS (PLAN_SETGROUPS | PLAN_TTY) /* the flags a process plan carries */
 /* What a join plan may enter with setns(pidfd): CLONE_NEWNS|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET. */
 #define JOINABLE_NS 0x7c020000U
@@ -155,7 +158,7 @@ struct plan {
 #define MAX_LAYER_TREES 16
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */
-enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED, MSG_SECCOMP, MSG_PTY };
+enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED, MSG_SECCOMP, MSG_PTY, MSG_CGROUP };
 #define SECCOMP_EV_KILLED 1   /* MSG_SECCOMP aux: PID 1 killed the caller */
 #define SECCOMP_EV_WORKLOAD 2 /* MSG_SECCOMP aux: the caller is the workload itself */
 #define SECCOMP_EV_INTERRUPTED 4 /* MSG_SECCOMP aux: the call was taken back before PID 1 could read it; the jail was killed */

@@ -68,6 +68,15 @@ const (
 	// process's group and then writes "1" to it: what left the group with
 	// setsid dies too (the helper with it).
 	FlagJoinKill Flags = 0x10000
+	// FlagCgroupLate: the child inherits no cgroup v1 "tasks" files
+	// (CgroupFDs is 0). The parent makes the v1 directories while the
+	// child builds the root and sends their tasks files in one MsgCgroup
+	// ([Child.SendFiles]); the child reads it after its mount plan, still
+	// single-threaded, joins, and then makes its cgroup namespace
+	// (FlagCgroupNS). The parent verifies the join at READY as before.
+	// Not with a mount plan that mounts a cgroup file system, whose root
+	// is the cgroup namespace's at the mount.
+	FlagCgroupLate Flags = 0x20000
 
 	// processFlags are the flags of a Process; the others are a Plan's.
 	processFlags = FlagSetgroups | FlagTTY
@@ -379,6 +388,16 @@ func (p *Plan) Encode() ([]byte, error) {
 		return nil, errors.New("plan has namespaces to join but is no join plan")
 	} else if p.Flags&FlagJoinKill != 0 {
 		return nil, errors.New("plan has a join helper's cgroup.kill but is no join plan")
+	}
+	if p.Flags&FlagCgroupLate != 0 {
+		if p.CgroupFDs > 0 || p.Flags&(FlagJoin|FlagSession) != 0 {
+			return nil, errors.New("a plan whose cgroup files come late inherits none, and is no join plan or session")
+		}
+		for _, m := range p.Mounts {
+			if m.Kind == OpFS && (m.FSType == "cgroup" || m.FSType == "cgroup2") {
+				return nil, fmt.Errorf("mount op on %q: a cgroup file system needs the cgroup joined before the mount plan (no FlagCgroupLate)", m.Target)
+			}
+		}
 	}
 	if len(p.Sysctls) > 0 && p.Flags&FlagJoin != 0 {
 		return nil, errors.New("a join plan writes no sysctls: it makes no network namespace")

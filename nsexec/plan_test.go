@@ -30,6 +30,8 @@ func TestConstantsMatchC(t *testing.T) {
 		"PLAN_NO_GO":                 int64(FlagNoGo),
 		"PLAN_PREFORK":               int64(FlagPrefork),
 		"PLAN_JOIN_KILL":             int64(FlagJoinKill),
+		"PLAN_CGROUP_LATE":           int64(FlagCgroupLate),
+		"MSG_CGROUP":                 int64(MsgCgroup),
 		"SIG_KILL_JOINED":            int64(KillJoinedSignal),
 		"CTL_DEADLINES":              ctlDeadlines,
 		"CTL_DEADLINES_LEN":          ctlDeadlinesLen,
@@ -127,7 +129,10 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	session := samplePlan()
 	session.Flags |= FlagSession
 	session.TTL, session.IdleTimeout = 90*time.Second, 1500*time.Millisecond
-	for name, p := range map[string]*Plan{"jail": samplePlan(), "session": session, "join": sampleJoin()} {
+	late := samplePlan()
+	late.Flags |= FlagCgroupLate
+	late.CgroupFDs = 0
+	for name, p := range map[string]*Plan{"jail": samplePlan(), "session": session, "join": sampleJoin(), "late cgroup": late} {
 		t.Run(name, func(t *testing.T) {
 			b, err := p.Encode()
 			require.NoError(t, err)
@@ -179,6 +184,13 @@ func TestEncodeRejects(t *testing.T) {
 		{"namespaces to join without a join plan", func(p *Plan) { p.JoinNS = CloneNewPID }},
 		{"a join plan with mounts", func(p *Plan) { p.Flags |= FlagJoin; p.JoinNS = CloneNewPID }},
 		{"cgroup.kill without a join plan", func(p *Plan) { p.Flags |= FlagJoinKill }},
+		{"late cgroup files and inherited ones", func(p *Plan) { p.Flags |= FlagCgroupLate }},
+		{"late cgroup files in a session", func(p *Plan) { p.Flags |= FlagCgroupLate | FlagSession; p.CgroupFDs = 0 }},
+		{"late cgroup files and a cgroup mount", func(p *Plan) {
+			p.Flags |= FlagCgroupLate
+			p.CgroupFDs = 0
+			p.Mounts = append(p.Mounts, Mount{Kind: OpFS, FSType: "cgroup2", Target: "/sys/fs/cgroup"})
+		}},
 		{"no attach point", func(p *Plan) { p.Attach = "" }},
 		{"no attach source", func(p *Plan) { p.AttachSrc = 0 }},
 		{"a host bind without a source", func(p *Plan) { p.Mounts[0].Src = 0 }},
@@ -240,6 +252,15 @@ func TestDecodeRejectsDamage(t *testing.T) {
 				if binary.LittleEndian.Uint32(b[off:]) == tagFlags {
 					f := binary.LittleEndian.Uint32(b[off+8:])
 					binary.LittleEndian.PutUint32(b[off+8:], f|uint32(FlagJoinKill))
+				}
+			}
+			return b
+		}},
+		{"late cgroup files and inherited ones", func(b []byte) []byte {
+			for off := 8; off+12 <= len(b); off += 8 + int(binary.LittleEndian.Uint32(b[off+4:])) {
+				if binary.LittleEndian.Uint32(b[off:]) == tagFlags {
+					f := binary.LittleEndian.Uint32(b[off+8:])
+					binary.LittleEndian.PutUint32(b[off+8:], f|uint32(FlagCgroupLate))
 				}
 			}
 			return b

@@ -126,6 +126,7 @@ const (
 	MsgExited     MsgType = 6 // child → parent: the workload's wait status
 	MsgSeccomp    MsgType = 7 // child → parent: the seccomp filter denied or killed a call
 	MsgPTY        MsgType = 8 // child → parent: the master of the workload's terminal, attached (SCM_RIGHTS)
+	MsgCgroup     MsgType = 9 // parent → child: the cgroup v1 "tasks" files to join, attached (FlagCgroupLate)
 )
 
 // MsgSize is the size of one sync message on the wire; stepSize of it is
