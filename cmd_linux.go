@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -645,12 +646,7 @@ func (c *Cmd) cgroupLate() bool {
 	if c.l.plan.Flags&(nsexec.FlagSession|nsexec.FlagJoin) != 0 || c.sessionInit != nil {
 		return false
 	}
-	for _, m := range c.l.plan.Mounts {
-		if m.Kind == nsexec.OpFS && (m.FSType == "cgroup" || m.FSType == "cgroup2") {
-			return false
-		}
-	}
-	return true
+	return !c.l.plan.Root.IsCgroupFS() && !slices.ContainsFunc(c.l.plan.Mounts, nsexec.Mount.IsCgroupFS)
 }
 
 // completeCgroup makes the rest of a cgroup that makeCgroup began (the v1
@@ -674,8 +670,13 @@ func (c *Cmd) completeCgroup() error {
 	}
 	defer closeAll(files)
 	if err := c.child.SendFiles(nsexec.Msg{Type: nsexec.MsgCgroup}, files); err != nil {
-		// The child is gone: its own report says why.
-		return c.childErrorOr(&stepError{"cgroup", c.deathError("before it took its cgroup files", err)})
+		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
+			// The child is gone: its own report says why.
+			return c.childErrorOr(&stepError{"cgroup", c.deathError("before it took its cgroup files", err)})
+		}
+		// The child is alive and waits for these files: the clone's undo
+		// ends it.
+		return &stepError{"cgroup", err}
 	}
 	return nil
 }

@@ -41,10 +41,11 @@ type Spec struct {
 	AllowSensitiveSources SensitiveSources `json:"allow_sensitive_sources,omitzero"`
 
 	// TmpSizeBytes is the size of the jail's /tmp tmpfs; 0 means 64 MiB.
-	// The jail's files live in memory: /tmp, /dev/shm, each tmpfs of
-	// Mounts and the 4 MiB root are charged to the jail's memory cgroup
-	// when it has a MemoryMaxBytes, and are otherwise bounded only by
-	// their sizes.
+	// The jail's files live in memory: what is written to /tmp, /dev/shm,
+	// each tmpfs of Mounts and the 4 MiB root from the workload on is
+	// charged to the jail's memory cgroup when it has a MemoryMaxBytes
+	// (on cgroup v1 the few files jail writes while it builds the root are
+	// charged to its caller), and is otherwise bounded only by their sizes.
 	TmpSizeBytes int64 `json:"tmp_size_bytes,omitempty"`
 
 	// ShmSizeBytes is the size of the jail's /dev/shm tmpfs (POSIX shared

@@ -14,6 +14,13 @@
 // cgroup.events and cpu.stat for free, so no v1 freezer or cpuacct
 // directory is needed there.
 //
+// [Begin] and [Group.Complete] are New in two parts, for a caller that
+// starts its process in between: Begin checks what New checks and makes
+// only the cgroup2 directory (for CLONE_INTO_CGROUP), Complete makes the v1
+// directories and writes every limit. jail completes a run's group while
+// its child builds the root, and the child joins the v1 directories only
+// then, before its workload starts.
+//
 // Limits fail closed: a limit this host or caller cannot enforce makes New
 // return an *[UnenforcedError] whose one-line message names the limit and
 // how to get it, unless [Options.AllowUnenforced] is set.

@@ -48,6 +48,7 @@ type Group struct {
 	// cgroup2 directory (made) first.
 	pending         []pendingDir
 	allowUnenforced bool
+	completeErr     error // Complete's failure, returned again
 }
 
 // pendingDir is a directory of the group and its limits, before Complete.

@@ -137,14 +137,25 @@ func (g *Group) Pending() int {
 // Complete makes what [Begin] left: the v1 directories, and every limit
 // in every directory. A limit that cannot be enforced is an
 // *[UnenforcedError], unless Options.AllowUnenforced was set. On any error
-// the group is destroyed. It does nothing the second time.
+// the group is destroyed, and every later call returns that error; once
+// the group is destroyed, an error. The second successful call does
+// nothing.
 func (g *Group) Complete() (retErr error) {
 	g.mu.Lock()
-	pending := g.pending
+	pending, removed, failed := g.pending, g.removed, g.completeErr
 	g.pending = nil
 	g.mu.Unlock()
+	switch {
+	case failed != nil:
+		return failed
+	case removed:
+		return errors.New("cgroup: Complete of a destroyed group")
+	}
 	defer func() {
 		if retErr != nil {
+			g.mu.Lock()
+			g.completeErr = retErr
+			g.mu.Unlock()
 			_ = g.Destroy()
 		}
 	}()
@@ -155,6 +166,11 @@ func (g *Group) Complete() (retErr error) {
 				return &os.PathError{Op: "mkdir", Path: pd.d.path, Err: err}
 			}
 			g.mu.Lock()
+			if g.removed { // a Destroy meanwhile: it will not see this one
+				g.mu.Unlock()
+				_ = unix.Rmdir(pd.d.path)
+				return errors.New("cgroup: the group was destroyed during Complete")
+			}
 			g.dirs = append(g.dirs, pd.d)
 			g.mu.Unlock()
 		}

@@ -228,6 +228,27 @@ func TestBeginComplete(t *testing.T) {
 		for _, p := range paths {
 			assert.NoDirExists(t, p)
 		}
+		assert.Error(t, g.Complete(), "a destroyed group is not completed")
+		for _, p := range g.Paths() {
+			assert.NoDirExists(t, p)
+		}
+	})
+
+	t.Run("a failed Complete fails again", func(t *testing.T) {
+		g, err := Begin(Limits{PidsMax: 32}, Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { assert.NoError(t, g.Destroy()) })
+		// A limit the kernel refuses, put into what Complete writes.
+		g.mu.Lock()
+		last := &g.pending[len(g.pending)-1]
+		last.writes = append(last.writes, write{Candidates: []fileValue{{"cgroup.procs", "not a pid"}}})
+		g.mu.Unlock()
+		first := g.Complete()
+		require.Error(t, first)
+		assert.Equal(t, first, g.Complete())
+		for _, p := range g.Paths() {
+			assert.NoDirExists(t, p, "destroyed")
+		}
 	})
 }
 

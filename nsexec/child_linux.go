@@ -344,7 +344,7 @@ func (c *Child) SendFiles(m Msg, files []*os.File) error {
 	}
 	var serr error
 	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), b, unix.UnixRights(fds...), nil, 0)
+		serr = unix.Sendmsg(int(fd), b, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
 		return serr != unix.EAGAIN
 	}); err != nil {
 		return err

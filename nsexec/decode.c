@@ -60,7 +60,7 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 {
 	struct reader r = {buf, buf + len, 0};
 	size_t nm = 0, na = 0, ne = 0, np = 0, nr = 0, nl = 0, ns = 0;
-	int have_root = 0, have_flags = 0;
+	int have_root = 0, have_flags = 0, cgroup_fs = 0;
 	uint32_t max_src = 0; /* checked against source_fds, which may come later */
 	uint64_t rule_access = 0; /* every landlock rule's rights, checked against the ruleset's */
 	uint32_t magic = (uint32_t)get_uint(&r, 4);
@@ -153,6 +153,8 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 			if ((m.flags & OPF_TREE) && (m.kind != OP_BIND || (m.flags & (OPF_SRC_IN_ROOT | OPF_OPTIONAL)) || tag == TAG_ROOT)) b.bad = 1;
 			if ((m.flags & OPF_LAYERS) && m.kind != OP_FS) b.bad = 1;
 			if (m.src > max_src) max_src = m.src;
+			if (m.kind == OP_FS && m.fstype && (!strcmp(m.fstype, "cgroup") || !strcmp(m.fstype, "cgroup2") || !strcmp(m.fstype, "cpuset")))
+				cgroup_fs = 1;
 			if (tag == TAG_ROOT) { if (!b.bad) p->root = m; have_root = 1; break; }
 			if (p->mounts) p->mounts[nm] = m;
 			nm++;
@@ -185,7 +187,9 @@ int jail_plan_decode(const uint8_t *buf, size_t len, struct plan *p)
 	} else if (p->join_ns || (p->flags & PLAN_JOIN_KILL)) {
 		return -1;
 	}
-	if ((p->flags & PLAN_CGROUP_LATE) && (p->cgroup_fds || (p->flags & (PLAN_JOIN | PLAN_SESSION)))) return -1;
+	/* A late join comes after the mount plan: a cgroup file system mounted
+	 * before it would be rooted at the caller's cgroup. */
+	if ((p->flags & PLAN_CGROUP_LATE) && (p->cgroup_fds || cgroup_fs || (p->flags & (PLAN_JOIN | PLAN_SESSION)))) return -1;
 	if (nm > PLAN_MAX_ITEMS || nl > PLAN_MAX_ITEMS) return -1;
 	p->nmounts = nm; p->nlandlock = nl; p->nsysctls = ns;
 	return 0;

@@ -365,7 +365,7 @@ int join_cgroup_late(struct plan *p)
 		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (size_t j = 0; j < k && nfds < MAX_CGROUP_FDS; j++) memcpy(&fds[nfds++], CMSG_DATA(c) + j * sizeof(int), sizeof(int));
 	}
-	if (n != sizeof m || m.type != MSG_CGROUP || nfds == 0 || (h.msg_flags & MSG_CTRUNC))
+	if (n != sizeof m || m.type != MSG_CGROUP || nfds == 0 || (h.msg_flags & (MSG_CTRUNC | MSG_TRUNC)))
 		err = n == 0 ? EPIPE : EPROTO;
 	for (int i = 0; i < nfds; i++) {
 		ssize_t w = 0;

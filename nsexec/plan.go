@@ -161,6 +161,12 @@ type Mount struct {
 	Data []byte
 }
 
+// IsCgroupFS says whether m mounts a cgroup file system (cgroup, cgroup2,
+// or v1's cpuset), whose root is the cgroup namespace's at the mount.
+func (m Mount) IsCgroupFS() bool {
+	return m.Kind == OpFS && (m.FSType == "cgroup" || m.FSType == "cgroup2" || m.FSType == "cpuset")
+}
+
 // Rlimit is one resource limit for the workload.
 type Rlimit struct {
 	Resource int
@@ -393,8 +399,8 @@ func (p *Plan) Encode() ([]byte, error) {
 		if p.CgroupFDs > 0 || p.Flags&(FlagJoin|FlagSession) != 0 {
 			return nil, errors.New("a plan whose cgroup files come late inherits none, and is no join plan or session")
 		}
-		for _, m := range p.Mounts {
-			if m.Kind == OpFS && (m.FSType == "cgroup" || m.FSType == "cgroup2") {
+		for _, m := range append([]Mount{p.Root}, p.Mounts...) {
+			if m.IsCgroupFS() {
 				return nil, fmt.Errorf("mount op on %q: a cgroup file system needs the cgroup joined before the mount plan (no FlagCgroupLate)", m.Target)
 			}
 		}

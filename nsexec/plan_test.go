@@ -191,6 +191,11 @@ func TestEncodeRejects(t *testing.T) {
 			p.CgroupFDs = 0
 			p.Mounts = append(p.Mounts, Mount{Kind: OpFS, FSType: "cgroup2", Target: "/sys/fs/cgroup"})
 		}},
+		{"late cgroup files and a cgroup root", func(p *Plan) {
+			p.Flags |= FlagCgroupLate
+			p.CgroupFDs = 0
+			p.Root = Mount{Kind: OpFS, FSType: "cgroup", Target: "/"}
+		}},
 		{"no attach point", func(p *Plan) { p.Attach = "" }},
 		{"no attach source", func(p *Plan) { p.AttachSrc = 0 }},
 		{"a host bind without a source", func(p *Plan) { p.Mounts[0].Src = 0 }},
@@ -252,6 +257,21 @@ func TestDecodeRejectsDamage(t *testing.T) {
 				if binary.LittleEndian.Uint32(b[off:]) == tagFlags {
 					f := binary.LittleEndian.Uint32(b[off+8:])
 					binary.LittleEndian.PutUint32(b[off+8:], f|uint32(FlagJoinKill))
+				}
+			}
+			return b
+		}},
+		{"late cgroup files and a cgroup mount", func([]byte) []byte {
+			p := samplePlan()
+			p.CgroupFDs = 0
+			p.Mounts = append(p.Mounts, Mount{Kind: OpFS, FSType: "cpuset", Target: "/sys/fs/cgroup/cpuset"})
+			b, err := p.Encode()
+			require.NoError(t, err)
+			// FlagCgroupLate set in the bytes, past the encoder's check.
+			for off := 8; off+12 <= len(b); off += 8 + int(binary.LittleEndian.Uint32(b[off+4:])) {
+				if binary.LittleEndian.Uint32(b[off:]) == tagFlags {
+					f := binary.LittleEndian.Uint32(b[off+8:])
+					binary.LittleEndian.PutUint32(b[off+8:], f|uint32(FlagCgroupLate))
 				}
 			}
 			return b
