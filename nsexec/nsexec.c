@@ -325,21 +325,62 @@ static int32_t reaped_maxrss(const struct plan *p)
 	return (int32_t)ru.ru_maxrss;
 }
 
-/* join_cgroup moves this process, still single-threaded, into the run's
- * cgroup v1 hierarchies: writing "0" to a "tasks" file moves the writer
- * without the global lock and RCU grace period that a move by pid waits
- * for (5-15 ms after a quiet spell). The parent opened the files, so its
- * credentials are the ones checked; it verifies the result at READY. */
+/* recv_fds reads one packet of sock into b, with flags (MSG_CMSG_CLOEXEC
+ * always), and the descriptors that came with it into fds (*nfds of
+ * them; -1 when more came than MAX_RECV_FDS, all closed then). */
+ssize_t recv_fds(int sock, void *b, size_t len, int flags, int *fds, int *nfds)
+{
+	union {
+		char buf[CMSG_SPACE(MAX_RECV_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = {b, len};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+	ssize_t n = recvmsg(sock, &m, flags | MSG_CMSG_CLOEXEC);
+	if (n < 0) return n;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+		size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t j = 0; j < k; j++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(h) + j * sizeof(int), sizeof fd);
+			if (*nfds >= 0 && *nfds < MAX_RECV_FDS) fds[(*nfds)++] = fd;
+			else close(fd);
+		}
+	}
+	if (m.msg_flags & MSG_CTRUNC) {
+		while (*nfds > 0) close(fds[--*nfds]);
+		*nfds = -1;
+	}
+	return n;
+}
+
+/* join_tasks moves this process, still single-threaded, into the run's
+ * cgroup v1 hierarchies by writing "0" to each "tasks" file of fds, and
+ * closes them: writing "0" moves the writer without the global lock and
+ * RCU grace period that a move by pid waits for (5-15 ms after a quiet
+ * spell). The parent opened the files, so its credentials are the ones
+ * checked; it verifies the result at READY. */
+static int join_tasks(const int *fds, int n)
+{
+	int err = 0;
+	for (int i = 0; i < n; i++) {
+		ssize_t w = 0;
+		while (!err && (w = write(fds[i], "0", 1)) < 0 && errno == EINTR);
+		if (!err && w != 1) err = w < 0 ? errno : EIO;
+		close(fds[i]);
+	}
+	if (err) { errno = err; return -1; }
+	return 0;
+}
+
+/* join_cgroup joins the cgroup files the stage inherited, as its first
+ * step. */
 int join_cgroup(struct plan *p)
 {
-	for (uint32_t i = 0; i < p->cgroup_fds; i++) {
-		int fd = CGROUP_FD + (int)i;
-		ssize_t n;
-		while ((n = write(fd, "0", 1)) < 0 && errno == EINTR);
-		if (n != 1) return -1;
-		close(fd);
-	}
-	return 0;
+	int fds[MAX_CGROUP_FDS];
+	for (uint32_t i = 0; i < p->cgroup_fds; i++) fds[i] = CGROUP_FD + (int)i;
+	return join_tasks(fds, (int)p->cgroup_fds);
 }
 
 /* join_cgroup_late is join_cgroup for PLAN_CGROUP_LATE: the "tasks" files
@@ -349,32 +390,20 @@ int join_cgroup(struct plan *p)
 int join_cgroup_late(struct plan *p)
 {
 	(void)p;
-	struct sync_msg m;
-	union {
-		char buf[CMSG_SPACE(MAX_CGROUP_FDS * sizeof(int))];
-		struct cmsghdr align;
-	} cm;
-	struct iovec iov = {&m, sizeof m};
-	struct msghdr h = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-	int fds[MAX_CGROUP_FDS], nfds = 0, err = 0;
+	struct {
+		struct sync_msg m;
+		char more; /* a longer message is refused, not cut */
+	} b;
+	int fds[MAX_RECV_FDS], nfds = 0;
 	ssize_t n;
-	while ((n = recvmsg(SYNC_FD, &h, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR);
+	while ((n = recv_fds(SYNC_FD, &b, sizeof b, 0, fds, &nfds)) < 0 && errno == EINTR);
 	if (n < 0) return -1;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t j = 0; j < k && nfds < MAX_CGROUP_FDS; j++) memcpy(&fds[nfds++], CMSG_DATA(c) + j * sizeof(int), sizeof(int));
+	if (n != sizeof b.m || b.m.type != MSG_CGROUP || nfds <= 0 || nfds > MAX_CGROUP_FDS) {
+		while (nfds > 0) close(fds[--nfds]);
+		errno = n == 0 ? EPIPE : EPROTO;
+		return -1;
 	}
-	if (n != sizeof m || m.type != MSG_CGROUP || nfds == 0 || (h.msg_flags & (MSG_CTRUNC | MSG_TRUNC)))
-		err = n == 0 ? EPIPE : EPROTO;
-	for (int i = 0; i < nfds; i++) {
-		ssize_t w = 0;
-		while (!err && (w = write(fds[i], "0", 1)) < 0 && errno == EINTR);
-		if (!err && w != 1) err = errno;
-		close(fds[i]);
-	}
-	if (err) { errno = err; return -1; }
-	return 0;
+	return join_tasks(fds, nfds);
 }
 
 static int read_full(int fd, uint8_t *buf, size_t len)

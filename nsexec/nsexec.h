@@ -156,6 +156,9 @@ struct plan {
  * not anew. */
 #define CTL_PROBE 'P'
 #define MAX_LAYER_TREES 16
+/* The most descriptors one packet brings the stage (recv_fds). */
+#define MAX_RECV_FDS 16
+_Static_assert(MAX_CGROUP_FDS <= MAX_RECV_FDS && MAX_LAYER_TREES == MAX_RECV_FDS, "recv_fds holds every packet's descriptors, a restore's no more");
 
 /* sync messages, both directions, one per SOCK_SEQPACKET datagram */
 enum { MSG_READY = 1, MSG_GO, MSG_SETUP_ERROR, MSG_EXEC_ERROR, MSG_STARTED, MSG_EXITED, MSG_SECCOMP, MSG_PTY, MSG_CGROUP };

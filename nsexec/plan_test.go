@@ -253,13 +253,7 @@ func TestDecodeRejectsDamage(t *testing.T) {
 			return b
 		}},
 		{"cgroup.kill without a join plan", func(b []byte) []byte {
-			for off := 8; off+12 <= len(b); off += 8 + int(binary.LittleEndian.Uint32(b[off+4:])) {
-				if binary.LittleEndian.Uint32(b[off:]) == tagFlags {
-					f := binary.LittleEndian.Uint32(b[off+8:])
-					binary.LittleEndian.PutUint32(b[off+8:], f|uint32(FlagJoinKill))
-				}
-			}
-			return b
+			return withFlag(b, FlagJoinKill)
 		}},
 		{"late cgroup files and a cgroup mount", func([]byte) []byte {
 			p := samplePlan()
@@ -267,23 +261,10 @@ func TestDecodeRejectsDamage(t *testing.T) {
 			p.Mounts = append(p.Mounts, Mount{Kind: OpFS, FSType: "cpuset", Target: "/sys/fs/cgroup/cpuset"})
 			b, err := p.Encode()
 			require.NoError(t, err)
-			// FlagCgroupLate set in the bytes, past the encoder's check.
-			for off := 8; off+12 <= len(b); off += 8 + int(binary.LittleEndian.Uint32(b[off+4:])) {
-				if binary.LittleEndian.Uint32(b[off:]) == tagFlags {
-					f := binary.LittleEndian.Uint32(b[off+8:])
-					binary.LittleEndian.PutUint32(b[off+8:], f|uint32(FlagCgroupLate))
-				}
-			}
-			return b
+			return withFlag(b, FlagCgroupLate)
 		}},
 		{"late cgroup files and inherited ones", func(b []byte) []byte {
-			for off := 8; off+12 <= len(b); off += 8 + int(binary.LittleEndian.Uint32(b[off+4:])) {
-				if binary.LittleEndian.Uint32(b[off:]) == tagFlags {
-					f := binary.LittleEndian.Uint32(b[off+8:])
-					binary.LittleEndian.PutUint32(b[off+8:], f|uint32(FlagCgroupLate))
-				}
-			}
-			return b
+			return withFlag(b, FlagCgroupLate)
 		}},
 		{"record past the end", func(b []byte) []byte {
 			b = append(b, tagHostname, 0, 0, 0, 0xff, 0xff, 0, 0)
@@ -297,6 +278,18 @@ func TestDecodeRejectsDamage(t *testing.T) {
 			assert.Error(t, err)
 		})
 	}
+}
+
+// withFlag sets flag in an encoded plan's flags record, past the
+// encoder's checks.
+func withFlag(b []byte, flag Flags) []byte {
+	for off := 8; off+12 <= len(b); off += 8 + int(binary.LittleEndian.Uint32(b[off+4:])) {
+		if binary.LittleEndian.Uint32(b[off:]) == tagFlags {
+			f := binary.LittleEndian.Uint32(b[off+8:])
+			binary.LittleEndian.PutUint32(b[off+8:], f|uint32(flag))
+		}
+	}
+	return b
 }
 
 // dropRecord removes the records with tag from an encoded plan.

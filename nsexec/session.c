@@ -14,36 +14,6 @@ static int arm(int fd, uint64_t ms)
 	return timerfd_settime(fd, 0, &it, NULL);
 }
 
-/* recv_ctl reads one packet of a control connection into b, and the
- * descriptors that came with it into fds (*nfds of them; -1 when more
- * came than fit, all closed then). */
-static ssize_t recv_ctl(int c, unsigned char *b, size_t len, int *fds, int *nfds)
-{
-	union {
-		char buf[CMSG_SPACE(MAX_LAYER_TREES * sizeof(int))];
-		struct cmsghdr align;
-	} cm;
-	struct iovec iov = {b, len};
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-	ssize_t n = recvmsg(c, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (n < 0) return n;
-	for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
-		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
-		size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t j = 0; j < k; j++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(h) + j * sizeof(int), sizeof fd);
-			if (*nfds >= 0 && *nfds < MAX_LAYER_TREES) fds[(*nfds)++] = fd;
-			else close(fd);
-		}
-	}
-	if (m.msg_flags & MSG_CTRUNC) {
-		while (*nfds > 0) close(fds[--*nfds]);
-		*nfds = -1;
-	}
-	return n;
-}
-
 /* session_loop is a session's PID 1 after GO. It reaps the orphans of
  * joined processes and keeps the jail up until it must end: its TTL
  * passes, it has been idle (no connection to its control socket: each
@@ -95,12 +65,12 @@ int session_loop(struct plan *p)
 		for (int i = nconns - 1; i >= 0; i--) {
 			if (!fds[4 + i].revents) continue;
 			unsigned char b[32];
-			int fds[MAX_LAYER_TREES], nfds = 0;
-			ssize_t n = recv_ctl(conns[i], b, sizeof b, fds, &nfds);
+			int fds[MAX_RECV_FDS], nfds = 0;
+			ssize_t n = recv_fds(conns[i], b, sizeof b, MSG_DONTWAIT, fds, &nfds);
 			/* A peer that closed with our ack unread resets the
 			 * connection: the error comes first, once, then what it
 			 * sent (a probe's byte). */
-			if (n < 0 && errno == ECONNRESET) n = recv_ctl(conns[i], b, sizeof b, fds, &nfds);
+			if (n < 0 && errno == ECONNRESET) n = recv_fds(conns[i], b, sizeof b, MSG_DONTWAIT, fds, &nfds);
 			if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
 			if ((n == CTL_DEADLINES_LEN && b[0] == CTL_DEADLINES) || (n == 1 && b[0] == CTL_PROBE))
 				while (nfds > 0) close(fds[--nfds]); /* none belong with these */

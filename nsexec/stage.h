@@ -108,6 +108,7 @@ int read_process(struct plan *p);
 int read_record(int fd, struct plan *p, int process);
 int join_cgroup(struct plan *p);
 int join_cgroup_late(struct plan *p);
+ssize_t recv_fds(int sock, void *b, size_t len, int flags, int *fds, int *nfds);
 int cgroup_namespace(struct plan *p);
 int block_signals_step(struct plan *p);
 int wait_for_go(struct plan *p);
