@@ -116,6 +116,7 @@ type Cmd struct {
 	seccomp         []nsexec.Msg    // MsgSeccomp events
 	cg              *cgroup.Group   // the run's cgroup, when the Spec has limits
 	cgBegun         bool            // cg was begun (cgroup.Begin); completeCgroup makes the rest
+	cgNoted         int             // how many of cg's unenforced limits the report lists (noteCgroup)
 	net             *netns.Link     // an egress jail's veth, addresses and rules
 	userNet         *netns.UserLink // a user-mode egress jail's pasta and rules
 	nfsock          *os.File        // the jail's netfilter socket (nsexec.FlagNetfilter), until userNet takes it

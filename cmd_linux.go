@@ -607,6 +607,9 @@ func (c *Cmd) makeCgroup(s *Spec, parent *cgroup.Group) ([]*os.File, error) {
 			return nil, err
 		}
 		c.cg, c.cgBegun = g, true
+		// In the report from now on, should the run fail before
+		// Complete; what Complete finds unenforced is added then.
+		c.noteCgroup()
 		if g.Pending() > 0 {
 			c.l.plan.Flags |= nsexec.FlagCgroupLate
 		}
@@ -626,11 +629,15 @@ func (c *Cmd) makeCgroup(s *Spec, parent *cgroup.Group) ([]*os.File, error) {
 	return g.AttachFiles()
 }
 
-// noteCgroup puts what the run's cgroup enforces in the report.
+// noteCgroup puts what the run's cgroup enforces in the report: its
+// version, and the limits it does not enforce that are not noted yet (a
+// begun group is noted at Begin and again after Complete).
 func (c *Cmd) noteCgroup() {
-	for _, u := range c.cg.Unenforced() {
+	u := c.cg.Unenforced()
+	for _, u := range u[min(c.cgNoted, len(u)):] {
 		c.l.iso.NotEnforced = append(c.l.iso.NotEnforced, u.String())
 	}
+	c.cgNoted = max(c.cgNoted, len(u))
 	c.l.iso.Cgroup = map[int]string{0: "none", 1: "v1", 2: "v2"}[c.cg.Version()]
 }
 

@@ -764,3 +764,27 @@ func TestPrepare(t *testing.T) {
 	check()
 	assert.Error(t, c.Prepare(), "once")
 }
+
+// TestSetupFailureCgroup: a run with limits whose stage cannot start (the
+// clone's exec fails, after the cgroup was begun and before it was
+// completed) reports the cgroup version it was to have, as a run that
+// starts does, and leaves none of its directories.
+func TestSetupFailureCgroup(t *testing.T) {
+	requireJail(t)
+	spec := Spec{MemoryMaxBytes: 64 << 20, PidsMax: 32}
+	ok := Command(context.Background(), spec, "/bin/true")
+	require.NoError(t, ok.Run())
+	require.NotEqual(t, "none", ok.Result.Isolation.Cgroup)
+
+	c := Command(context.Background(), spec, "/bin/true")
+	c.HelperPath = filepath.Join(t.TempDir(), "no-such-stage")
+	require.Error(t, c.Run())
+	require.NotNil(t, c.Result)
+	assert.Equal(t, StatusSetupError, c.Result.Status)
+	assert.Equal(t, ok.Result.Isolation.Cgroup, c.Result.Isolation.Cgroup, "the version the failed run's group was to have")
+	require.NotNil(t, c.cg, "the group was begun")
+	require.NotEmpty(t, c.cg.Paths(), "its cgroup2 directory was made")
+	for _, p := range c.cg.Paths() {
+		assert.NoDirExists(t, p)
+	}
+}

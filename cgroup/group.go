@@ -93,14 +93,21 @@ func (g *Group) v2Dir() *groupDir {
 // limits or accounting uses a v1 hierarchy (on hybrid hosts the group may
 // also have a cgroup2 directory, for killing and CPU accounting), and 0 if
 // it has no directory at all (nothing could be created and
-// AllowUnenforced was set).
+// AllowUnenforced was set). A group [Begin] made answers for the
+// directories [Group.Complete] is to make as well.
 func (g *Group) Version() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	dirs := slices.Clone(g.dirs)
+	for _, pd := range g.pending {
+		if !pd.made {
+			dirs = append(dirs, pd.d)
+		}
+	}
 	switch {
-	case len(g.dirs) == 0:
+	case len(dirs) == 0:
 		return 0
-	case slices.ContainsFunc(g.dirs, func(d *groupDir) bool { return !d.hier.V2 }):
+	case slices.ContainsFunc(dirs, func(d *groupDir) bool { return !d.hier.V2 }):
 		return 1
 	default:
 		return 2

@@ -194,6 +194,7 @@ func TestBeginComplete(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, g.Destroy()) })
 	assert.Equal(t, v1, g.Pending(), "Complete makes the v1 directories")
+	assert.Equal(t, full.Version(), g.Version(), "a begun group's version counts what Complete makes (a run that fails before it reports it)")
 	begun := g.Paths()
 	if d := g.v2Dir(); d != nil {
 		require.Len(t, begun, 1, "only the cgroup2 directory")

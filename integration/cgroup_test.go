@@ -124,6 +124,13 @@ func TestCgroupRefusedWithoutDelegation(t *testing.T) {
 	assert.Equal(t, jail.StatusExited, res.Status)
 	require.NotEmpty(t, res.Isolation.NotEnforced)
 	assert.True(t, strings.HasPrefix(res.Isolation.NotEnforced[0], "memory: "), res.Isolation.NotEnforced[0])
+	n := 0
+	for _, ne := range res.Isolation.NotEnforced {
+		if strings.HasPrefix(ne, "memory: ") {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "listed once (noted when the group was begun, and after it was completed): %q", res.Isolation.NotEnforced)
 }
 
 // TestCgroupManyRuns: 200 runs back to back and 50 at once, each with a
