@@ -334,6 +334,21 @@ func TestServeRunsAndSessions(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, code, "%s: %s", field, b)
 		assert.Equal(t, field, apiError(t, b).Field)
 	}
+	// Nor a seccomp policy file of the server's disk: read as root, it
+	// would be any file, and any filter. This one allows what the
+	// default policy refuses (a namespace): the server's own user may
+	// use it, another tenant may not.
+	allow := filepath.Join(openDir(t), "allow.yaml")
+	require.NoError(t, os.WriteFile(allow, []byte("description: allows everything\ndefault_action: allow\n"), 0o644))
+	unshare := `{"argv": ["unshare", "-U", "true"], "spec": {"seccomp": "` + allow + `"}}`
+	code, b = s.do(t, "POST", "/v1/run", unshare)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, 0, res.ExitCode, "the file's policy is in force for the server's own user: %s", b)
+	code, b = s.asUser(t, "POST", "/v1/run", unshare)
+	assert.Equal(t, http.StatusForbidden, code, "%s", b)
+	assert.Equal(t, "spec.seccomp", apiError(t, b).Field)
+	assert.Contains(t, apiError(t, b).Message, "reads no policy file")
 	// Its own session of the same id is its own.
 	code, b = s.asUser(t, "POST", "/v1/sessions", `{"id": "s1"}`)
 	require.Equal(t, http.StatusCreated, code, "%s", b)
@@ -358,7 +373,7 @@ func TestServeRunsAndSessions(t *testing.T) {
 	for _, a := range answers {
 		assert.True(t, doc.Documents(a[1], a[2]), "openapi.yaml does not document %s answering %s", a[1], a[2])
 	}
-	assert.Contains(t, string(b), `jail_http_requests_total{route="POST /v1/run",code="403"} 3`)
+	assert.Contains(t, string(b), `jail_http_requests_total{route="POST /v1/run",code="403"} 4`)
 
 	// Sessions outlive the server: a new one finds s1 and its files.
 	code, _ = s.do(t, "PUT", "/v1/sessions/s1/files/workspace/keep.txt", "kept\n")

@@ -13,6 +13,7 @@ import (
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/netns"
 	"github.com/jailrt/jail/profiles"
+	"github.com/jailrt/jail/seccomp"
 )
 
 // Tenant is who asks: a unix socket's peer, by its uid (SO_PEERCRED), or
@@ -78,7 +79,8 @@ var privilegedFields = []string{"root", "allow_sensitive_sources", "host_uid", "
 // policy does not allow: host paths (a root directory, bind sources
 // outside its bind roots), host ids, a namespace less, the host's network
 // or a pool of its addresses, a cgroup parent, a weaker seccomp or
-// Landlock, unenforced settings. Otherwise the socket would be a root
+// Landlock, a seccomp policy file (never, whatever the policy allows),
+// unenforced settings. Otherwise the socket would be a root
 // shell, as docker.sock is. It then applies the tenant's memory quota. A
 // bind's source is replaced by the path its symlinks resolve to, the one
 // that was checked. field is s's name in the request ("spec").
@@ -111,6 +113,15 @@ func checkSpec(t Tenant, s *jail.Spec, field string) *Error {
 		if c.set && !allowed(c.field) {
 			return deny(c.field, c.why)
 		}
+	}
+	// A policy file would be read from the server's disk, with the
+	// server's privilege: any file, its text quoted back in a parse
+	// error, and any filter it says (default_action: allow). As for
+	// profiles, a tenant names built-in policies only, whatever it is
+	// allowed; its own policy goes inline, in seccomp_policy.
+	if s.Seccomp != "" && !seccomp.IsBuiltin(s.Seccomp) {
+		return apiErr(CodeForbidden, field+".seccomp", "%s.seccomp %q: want a built-in policy (%s); a server reads no policy file for a tenant (seccomp_policy takes one inline)",
+			field, s.Seccomp, strings.Join(seccomp.Names(), ", "))
 	}
 	for i, m := range s.Mounts {
 		if m.Type == mounts.Tmpfs {

@@ -197,6 +197,25 @@ func TestCheckSpec(t *testing.T) {
 		}
 		assert.Nil(t, checkSpec(admin, &s, "spec"), "an admin may: %s", field)
 	}
+	// A policy file is the server's disk: refused even to a tenant that
+	// may set seccomp (to "none"), and so is what only looks like a name.
+	allowed := uidTenant(1000, 4242, nil)
+	allowed.Policy.AllowFields = []string{"seccomp"}
+	for _, name := range []string{"/etc/jail/allow.yaml", "allow.yaml", "../x.json", "permissive"} {
+		for _, tn := range []Tenant{user, allowed} {
+			s := jail.Spec{Seccomp: name}
+			e := checkSpec(tn, &s, "spec")
+			if assert.NotNil(t, e, "%s (allow_fields %q)", name, tn.Policy.AllowFields) {
+				assert.Equal(t, CodeForbidden, e.Code)
+				assert.Equal(t, "spec.seccomp", e.Field)
+				assert.Contains(t, e.Message, "reads no policy file")
+			}
+		}
+		s := jail.Spec{Seccomp: name}
+		assert.Nil(t, checkSpec(admin, &s, "spec"), "an admin may name a file: %s", name)
+	}
+	none := jail.Spec{Seccomp: "none"}
+	assert.Nil(t, checkSpec(allowed, &none, "spec"), "allow_fields: [seccomp] allows none")
 	ok := jail.Spec{Mounts: []mounts.Mount{{Type: mounts.Tmpfs, Target: "/scratch"}}, MemoryMaxBytes: 64 << 20, Seccomp: "strict",
 		Network: jail.Network{Mode: jail.NetworkEgress, Allow: []string{"10.0.0.1:80"}}}
 	assert.Nil(t, checkSpec(user, &ok, "spec"), "limits, a tmpfs, a stricter filter, egress")
