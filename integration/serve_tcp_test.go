@@ -97,12 +97,16 @@ func TestServeTCP(t *testing.T) {
 	require.NoError(t, os.WriteFile(policy, []byte(`
 tenants:
   ci:
-    bind_roots: [{path: `+roots+`}]
+    bind_roots: [{path: `+roots+`}, {path: `+dir+`}]
     quotas: {sessions: 1, memory_max_bytes: 134217728}
 `), 0o644))
 
 	port := strconv.Itoa(freePort(t))
-	s := serve(t, openDir(t), "--listen", "tcp://127.0.0.1:"+port, "--tokens", tokens, "--tls-cert", cert, "--tls-key", key, "--tenants", policy)
+	// The state directory, the tokens, the policy and the TLS key lie
+	// under a bind root of the tenant's: it may bind none of them.
+	state := filepath.Join(dir, "state")
+	require.NoError(t, os.Mkdir(state, 0o700))
+	s := serve(t, state, "--listen", "tcp://127.0.0.1:"+port, "--tokens", tokens, "--tls-cert", cert, "--tls-key", key, "--tenants", policy)
 	url := "https://127.0.0.1:" + port
 	tc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: time.Minute}
 	do := func(method, path, body, token string) (*http.Response, []byte) {
@@ -169,6 +173,9 @@ tenants:
 		{`{"mounts": [{"type": "bind", "source": "` + data + `", "target": "/x"}]}`, "spec.mounts[0].source", "only read-only"},
 		{`{"memory_max_bytes": 1073741824}`, "spec.memory_max_bytes", "quota"},
 		{`{"seccomp": "none"}`, "spec.seccomp", "weaker"},
+		{`{"mounts": [{"type": "ro-bind", "source": "` + dir + `", "target": "/x"}]}`, "spec.mounts[0].source", "no jail may reach the server"},
+		{`{"mounts": [{"type": "ro-bind", "source": "` + state + `/server.lock", "target": "/x"}]}`, "spec.mounts[0].source", "no jail may reach the server"},
+		{`{"mounts": [{"type": "ro-bind", "source": "` + key + `", "target": "/x"}]}`, "spec.mounts[0].source", "no jail may reach the server"},
 		{`{"network": {"mode": "egress", "allow": ["127.0.0.1:` + port + `"]}}`, "spec.network.allow[0]", "no jail may reach the server"},
 	} {
 		resp, b := run(c.spec, `["/bin/true"]`)

@@ -32,6 +32,9 @@ type Tenant struct {
 	Scopes []string `json:"scopes"`
 	// Policy is the tenant's policy (Config.Policy).
 	Policy TenantPolicy `json:"-"`
+	// private are the server's own paths (Server.private), which none of
+	// the tenant's bind mounts may reach.
+	private []string
 }
 
 // uidTenant is the tenant of a unix peer.
@@ -128,7 +131,7 @@ func checkSpec(t Tenant, s *jail.Spec, field string) *Error {
 			continue
 		}
 		f := "mounts[" + strconv.Itoa(i) + "]"
-		hostPath, e := t.Policy.bindSource(m)
+		hostPath, e := t.Policy.bindSource(m, t.private)
 		if e != "" {
 			return apiErr(CodeForbidden, field+"."+f+".source", "%s.%s.source %q: %s", field, f, m.Source, e)
 		}
@@ -149,8 +152,9 @@ func (tp *TenantPolicy) specAllowed() bool { return tp.Spec == nil || *tp.Spec }
 
 // bindSource resolves a bind mount's source on the host and returns it if
 // it lies under one of the policy's bind roots that allows the bind's
-// kind (read-only or not), or why not.
-func (tp *TenantPolicy) bindSource(m mounts.Mount) (string, string) {
+// kind (read-only or not) and neither is, lies under nor contains one of
+// the server's private paths, or why not.
+func (tp *TenantPolicy) bindSource(m mounts.Mount, private []string) (string, string) {
 	if len(tp.BindRoots) == 0 {
 		return "", "a bind of a host path; the tenant's policy has no bind_roots"
 	}
@@ -163,6 +167,14 @@ func (tp *TenantPolicy) bindSource(m mounts.Mount) (string, string) {
 			return "", "does not exist"
 		}
 		return "", err.Error()
+	}
+	for _, p := range private {
+		if within(hostPath, p) || within(p, hostPath) {
+			// A jail that reaches the server's socket or state (other
+			// tenants' sessions, their control sockets, the tokens)
+			// is past every wall of the server's.
+			return "", "the server's own " + p + " is there: no jail may reach the server"
+		}
 	}
 	for _, root := range tp.BindRoots {
 		if hostPath != root.Path && !strings.HasPrefix(hostPath, root.Path+"/") {
@@ -252,4 +264,36 @@ func (s *Server) checkReach(spec *jail.Spec, field string) *Error {
 		}
 	}
 	return nil
+}
+
+// within says whether path is dir or lies under it (both absolute, clean).
+func within(path, dir string) bool {
+	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
+}
+
+// privatePaths makes the server's own paths absolute, clean and, where
+// they exist, resolved, so that bindSource compares them with resolved
+// sources; the path as given is kept too (a socket made later).
+func privatePaths(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		out = append(out, abs)
+		r, err := filepath.EvalSymlinks(abs)
+		if err != nil { // not there yet (a socket): its directory's
+			if d, derr := filepath.EvalSymlinks(filepath.Dir(abs)); derr == nil {
+				r, err = filepath.Join(d, filepath.Base(abs)), nil
+			}
+		}
+		if err == nil && r != abs {
+			out = append(out, r)
+		}
+	}
+	return out
 }

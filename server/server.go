@@ -93,6 +93,10 @@ type Config struct {
 	// ahead for its jails (jail.NetnsPool): 0 is
 	// jail.DefaultNetnsPoolSize, a negative number none.
 	NetnsPool int
+	// Private are host paths of the server's own (its unix sockets, its
+	// token, policy, pool and TLS files) that no tenant's bind mount may
+	// be, lie under or contain; StateDir is one always.
+	Private []string
 }
 
 // Server serves the API. Make it with New.
@@ -111,6 +115,7 @@ type Server struct {
 	// tokens and policy are cfg's, replaced by Reload.
 	tokens    atomic.Pointer[Tokens]
 	policy    atomic.Pointer[Policy]
+	private   []string // cfg.Private and StateDir, absolute, symlinks resolved
 	lock      *os.File // StateDir/server.lock, held until Close and the last request
 	closeOnce sync.Once
 	// Requests and execs under way (an exec writes its record in the
@@ -174,7 +179,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: state directory %s: %w", cfg.StateDir, err)
 	}
-	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), lock: lock}
+	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), lock: lock,
+		private: privatePaths(append([]string{cfg.StateDir}, cfg.Private...))}
 	ok := false
 	defer func() {
 		if !ok {
@@ -255,7 +261,9 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 func (s *Server) tenant(r *http.Request) (Tenant, *Error) {
 	policy, tokens := s.policy.Load(), s.tokens.Load()
 	if uid, ok := r.Context().Value(tenantKey{}).(uint32); ok {
-		return uidTenant(uid, s.uid, policy), nil
+		t := uidTenant(uid, s.uid, policy)
+		t.private = s.private
+		return t, nil
 	}
 	if tokens == nil {
 		return Tenant{}, apiErr(CodeUnauthenticated, "", "the peer of this connection is unknown: connect to the server's unix socket")
@@ -268,7 +276,9 @@ func (s *Server) tenant(r *http.Request) (Tenant, *Error) {
 	if tok == nil {
 		return Tenant{}, apiErr(CodeUnauthenticated, "", "the bearer token is not one of the server's")
 	}
-	return tokenTenant(tok, policy), nil
+	t := tokenTenant(tok, policy)
+	t.private = s.private
+	return t, nil
 }
 
 // sessions is the tenant's session manager.

@@ -62,9 +62,10 @@ type TenantPolicy struct {
 	Spec *bool `json:"spec,omitempty"`
 	// BindRoots are the host directories under which the tenant may bind
 	// mount a source: the source, its symlinks resolved on the server,
-	// must lie under one. A root must not be writable by the tenant's
-	// jails or users (a symlink swapped in between the check and the
-	// mount would be followed).
+	// must lie under one, and must neither be, lie under nor contain a
+	// file of the server's own (Config.Private, the state directory). A
+	// root must not be writable by the tenant's jails or users (a symlink
+	// swapped in between the check and the mount would be followed).
 	BindRoots []BindRoot `json:"bind_roots,omitempty"`
 	// AllowFields are privileged fields the tenant may set after all,
 	// as the FORBIDDEN answer names them without "spec." (seccomp,

@@ -140,6 +140,23 @@ func TestBindRoots(t *testing.T) {
 	if assert.NotNil(t, e) {
 		assert.Contains(t, e.Message, "no bind_roots")
 	}
+
+	// The server's own paths under a bind root (its state directory, a
+	// socket not made yet, reached through a symlink of its directory):
+	// neither they, what lies under them, nor a directory above them.
+	state, sock := filepath.Join(rw, "state"), filepath.Join(rw, "run", "jail.sock")
+	require.NoError(t, os.MkdirAll(filepath.Join(state, "tenants"), 0o700))
+	require.NoError(t, os.MkdirAll(filepath.Dir(sock), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(rw, "run"), filepath.Join(base, "run-link")))
+	user.private = privatePaths([]string{state, filepath.Join(base, "run-link", "jail.sock")})
+	for _, src := range []string{state, state + "/tenants", rw, filepath.Dir(sock)} {
+		e := checkSpec(user, spec(mounts.ROBind, src), "spec")
+		if assert.NotNil(t, e, src) {
+			assert.Equal(t, "spec.mounts[1].source", e.Field)
+			assert.Contains(t, e.Message, "no jail may reach the server")
+		}
+	}
+	assert.Nil(t, checkSpec(user, spec(mounts.ROBind, ro+"/data"), "spec"), "elsewhere under the roots")
 }
 
 // TestTenantPolicy: allow_fields lets exactly the named fields through;

@@ -181,7 +181,12 @@ that does not parse changes nothing and is logged.`,
 				if ep.tcp != "" {
 					cfg.TCPPorts = append(cfg.TCPPorts, ep.port)
 				}
+				if ep.unix != "" {
+					cfg.Private = append(cfg.Private, ep.unix)
+				}
 			}
+			// No tenant's bind reaches these (nor the state directory).
+			cfg.Private = append(cfg.Private, tokensFile, tenantsFile, poolsFile, tlsCert, tlsKey)
 			log := slog.New(h)
 			if err := os.MkdirAll(stateDir, 0o700); err != nil {
 				return usageError("--state-dir: %v", err)
