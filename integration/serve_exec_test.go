@@ -426,3 +426,64 @@ func TestServeExecsAcrossRestart(t *testing.T) {
 	code, b = s3.do(t, "DELETE", "/v1/sessions/rs", "")
 	require.Equal(t, http.StatusOK, code, "%s", b)
 }
+
+// TestServeExecIdempotent: a retried exec with its Idempotency-Key gets
+// the first one's outcome and never runs the command again: a stream
+// replays the exec's events from the first, and a waited exec whose client
+// went away answers the result of the exec it started (killed with that
+// client).
+func TestServeExecIdempotent(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	code, b := s.do(t, "POST", "/v1/sessions", `{"id": "idem"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	ctx := context.Background()
+	lines := func(path string) string {
+		t.Helper()
+		code, b := s.do(t, "POST", "/v1/sessions/idem/exec", `{"argv": ["cat", "`+path+`"]}`)
+		require.Equal(t, http.StatusOK, code, "%s", b)
+		var res jail.Result
+		require.NoError(t, json.Unmarshal(b, &res))
+		return res.Stdout
+	}
+
+	streamed := func() []map[string]any {
+		req, err := http.NewRequestWithContext(ctx, "POST", "http://jail/v1/sessions/idem/exec",
+			strings.NewReader(`{"shell": "echo run >> /tmp/streamed; head -c 8 /dev/urandom | od -An -tx1"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/x-ndjson")
+		req.Header.Set("Idempotency-Key", "stream-1")
+		return s.ndjson(t, req, nil)
+	}
+	first, again := streamed(), streamed()
+	require.NotEmpty(t, first)
+	require.Equal(t, "exit", first[len(first)-1]["event"], "%v", first)
+	assert.Equal(t, first, again, "the same events, the same random bytes")
+	assert.Equal(t, "run\n", lines("/tmp/streamed"), "the command ran once")
+
+	// A waited exec whose client goes away is killed; its retry gets that.
+	body := `{"shell": "echo run >> /tmp/waited; sleep 30"}`
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	req, err := http.NewRequestWithContext(cctx, "POST", "http://jail/v1/sessions/idem/exec", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "wait-1")
+	if resp, err := s.client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the exec answered %d within 500 ms", resp.StatusCode)
+	}
+	cancel()
+	var res jail.Result
+	require.Eventually(t, func() bool {
+		code, b = s.do(t, "POST", "/v1/sessions/idem/exec", body, "Idempotency-Key", "wait-1")
+		if code == http.StatusConflict && apiError(t, b).Code == server.CodeBusy {
+			return false // the first is still ending
+		}
+		require.Equal(t, http.StatusOK, code, "%s", b)
+		require.NoError(t, json.Unmarshal(b, &res), "%q", b)
+		return true
+	}, 20*time.Second, 50*time.Millisecond)
+	assert.Equal(t, jail.StatusCanceled, res.Status, "%s", b)
+	assert.Equal(t, "run\n", lines("/tmp/waited"), "the command ran once")
+}

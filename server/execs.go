@@ -749,6 +749,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 	} else if x, e = s.startExec(t, sess, &req, argv, f == noStream && !req.Background, f != noStream && !req.Background, nil); e != nil {
 		return e
 	}
+	noteExec(w, x.session, x.id) // a retry with its Idempotency-Key gets this exec's outcome
 	switch {
 	case req.Background:
 		writeJSON(w, http.StatusAccepted, x.info())

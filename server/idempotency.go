@@ -32,8 +32,11 @@ import (
 // been made, a command run), and doing it again could do it twice. The
 // record that a request is under way is synced to the disk before the
 // request is done; its answer is not (lost, the key reads INTERRUPTED).
-// Streamed answers (NDJSON) and server errors (5xx: a retry may succeed)
-// are not kept.
+// Server errors (5xx: a retry may succeed) are not kept. An exec whose
+// answer is not kept as it was (a stream, an answer too big to keep, or
+// none: its client went away) is kept as a reference to the exec: a
+// retry follows its events from the first (a stream) or waits for its
+// result, as the first request would have, and never runs it again.
 const (
 	IdempotencyTTL      = 24 * time.Hour
 	MaxIdempotencyKeys  = 1024
@@ -346,6 +349,7 @@ type teeRecorder struct {
 	*statusRecorder
 	buf      bytes.Buffer
 	overflow bool
+	exec     *execRef // the exec the request started (noteExec)
 }
 
 func (r *teeRecorder) Write(b []byte) (int, error) {
@@ -394,6 +398,9 @@ func (s *Server) idempotent(w *statusRecorder, r *http.Request, t Tenant, h func
 	}
 	if e != nil {
 		w.Header().Set("Idempotent-Replayed", "true")
+		if e.ctype == execRefType {
+			return s.replayExec(w, r, t, e.body)
+		}
 		w.Header().Set("Content-Type", e.ctype)
 		w.WriteHeader(e.status)
 		_, _ = w.Write(e.body)
@@ -423,13 +430,68 @@ func (s *Server) idempotent(w *statusRecorder, r *http.Request, t Tenant, h func
 		ae = nil
 	}
 	ctype := tee.Header().Get("Content-Type")
-	how := forget
-	if tee.status < 500 && !tee.overflow && !strings.HasPrefix(ctype, "application/x-ndjson") &&
-		!strings.HasPrefix(ctype, "text/event-stream") &&
-		!(tee.status == http.StatusConflict && strings.Contains(tee.buf.String(), `"`+CodeBusy+`"`)) {
+	stream := strings.HasPrefix(ctype, "application/x-ndjson") || strings.HasPrefix(ctype, "text/event-stream")
+	status, body, how := tee.status, tee.buf.Bytes(), forget
+	switch {
+	case tee.status >= 500:
+	case tee.exec != nil && (!tee.wrote || stream || tee.overflow):
+		// What a retry gets is the exec's own outcome, from the exec.
+		status, ctype, how = http.StatusOK, execRefType, keep
+		body, _ = json.Marshal(tee.exec)
+	case tee.wrote && !tee.overflow && !stream &&
+		!(tee.status == http.StatusConflict && strings.Contains(tee.buf.String(), `"`+CodeBusy+`"`)):
 		how = keep
 	}
-	s.idem.finish(k, tee.status, ctype, tee.buf.Bytes(), how)
+	s.idem.finish(k, status, ctype, body, how)
 	finished = true
 	return ae
+}
+
+// execRefType is the content type of a kept answer that is a reference
+// to an exec (execRef), never sent.
+const execRefType = "application/vnd.jail.exec-ref+json"
+
+// execRef is the exec a request with an Idempotency-Key started.
+type execRef struct {
+	Session string `json:"session"`
+	Exec    string `json:"exec"`
+}
+
+// noteExec tells the recorder of an idempotent request which exec it
+// started; w is the handler's ResponseWriter.
+func noteExec(w http.ResponseWriter, session, id string) {
+	if tee, ok := w.(*teeRecorder); ok {
+		tee.exec = &execRef{session, id}
+	}
+}
+
+// replayExec answers a retry of a request that started an exec: its
+// events from the first (a stream, as the request's Accept asks), or its
+// result once it has ended. An exec no longer kept (ExecRetention after
+// its end, or a foreground one a restart ended) ran once: its outcome is
+// gone, and it is not run again.
+func (s *Server) replayExec(w http.ResponseWriter, r *http.Request, t Tenant, ref []byte) *Error {
+	var er execRef
+	var x *execEntry
+	if json.Unmarshal(ref, &er) == nil {
+		x = s.execs.get(t.Name, er.Session, er.Exec)
+	}
+	if x == nil {
+		return apiErr(CodeInterrupted, "Idempotency-Key",
+			"the exec of this Idempotency-Key (%s) ran, and is no longer kept: its outcome is not known; look before you send it again, with another key", er.Exec)
+	}
+	if f := wantsStream(r); f != noStream {
+		_ = x.follow(r.Context(), w, 1, f, false)
+		return nil
+	}
+	w.Header().Set("X-Jail-Exec", x.id)
+	if !x.wait(r.Context()) {
+		return nil // no one to answer
+	}
+	in := x.info()
+	if in.Error != nil {
+		return in.Error
+	}
+	writeJSON(w, http.StatusOK, in.Result)
+	return nil
 }

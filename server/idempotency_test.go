@@ -164,3 +164,47 @@ func TestIdempotencyKeyCutShort(t *testing.T) {
 	assert.NotContains(t, s.idem.entries, idemKey{"t", "k2"})
 	s.idem.mu.Unlock()
 }
+
+// TestIdempotencyKeyExec: a request that started an exec and answered
+// nothing (its client went away) is kept as that exec: its retry never
+// runs the handler again, and once the exec is no longer kept it is
+// answered INTERRUPTED, not with an empty answer nor by a second run.
+// The same after a restart, from the record. Requests that started no
+// exec and answered nothing are forgotten, as before.
+func TestIdempotencyKeyExec(t *testing.T) {
+	s := newTestServer(t)
+	r := httptest.NewRequest("POST", "/v1/sessions/s/exec", strings.NewReader(`{}`))
+	ran := 0
+	run := func(key string, h func(http.ResponseWriter) *Error) (*Error, *httptest.ResponseRecorder) {
+		r.Header.Set("Idempotency-Key", key)
+		r.Body = io.NopCloser(strings.NewReader(`{}`))
+		w := httptest.NewRecorder()
+		return s.idempotent(&statusRecorder{ResponseWriter: w, status: http.StatusOK}, r, Tenant{Name: "t"}, h), w
+	}
+	started := func(w http.ResponseWriter) *Error { ran++; noteExec(w, "s", "x0123456789ab"); return nil }
+	e, w := run("k", started)
+	require.Nil(t, e)
+	assert.Empty(t, w.Body.String())
+	for range 2 {
+		e, w = run("k", started)
+		require.NotNil(t, e, "%d %q", w.Code, w.Body.String())
+		assert.Equal(t, CodeInterrupted, e.Code)
+		assert.Contains(t, e.Message, "x0123456789ab")
+		assert.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	}
+	assert.Equal(t, 1, ran)
+	idem, err := newIdempotency(s.idem.dir, s.cfg.Logger)
+	require.NoError(t, err)
+	s.idem = idem
+	e, _ = run("k", started)
+	require.NotNil(t, e)
+	assert.Equal(t, CodeInterrupted, e.Code, "the reference outlives the server")
+	assert.Equal(t, 1, ran)
+
+	nothing := func(http.ResponseWriter) *Error { ran++; return nil }
+	for range 2 {
+		e, _ = run("k2", nothing)
+		assert.Nil(t, e)
+	}
+	assert.Equal(t, 3, ran, "no answer and no exec: nothing to replay")
+}
