@@ -601,8 +601,26 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		defer s.leave()
 		defer release()
 		defer cancel()
+		waited := false
+		defer s.survive("exec "+x.id, func() {
+			if !waited { // end the command, and reap it
+				cancel()
+				_ = c.Wait()
+			}
+			x.mu.Lock()
+			done := x.done
+			x.mu.Unlock()
+			if !done {
+				x.finish(nil, apiErr(CodeInternal, "", "internal error"))
+			}
+			s.record(x)
+		})
+		if testPanic != nil {
+			testPanic("exec")
+		}
 		t0 := time.Now()
 		err := c.Wait()
+		waited = true
 		s.m.duration.observe(time.Since(t0).Seconds(), "exec")
 		var ie *jail.InitError
 		if errors.As(err, &ie) && ie.Step == "execve" && c.Result != nil {

@@ -418,6 +418,7 @@ func (s *Server) Close() {
 // time.
 func (p *pool) fill(ctx context.Context, wg *sync.WaitGroup) {
 	defer wg.Done()
+	defer p.s.survive("pool "+p.cfg.Name+" filler", nil) // the pool then refills with one filler less
 	for ctx.Err() == nil {
 		p.mu.Lock()
 		need := !p.closed && len(p.ready)+p.making < p.cfg.MinReady && len(p.ready)+p.making+p.inUse < p.cfg.Max
@@ -506,6 +507,7 @@ func (p *pool) make(ctx context.Context) (*member, error) {
 // recycle replaces ready members older than max_age.
 func (p *pool) recycle(ctx context.Context, wg *sync.WaitGroup) {
 	defer wg.Done()
+	defer p.s.survive("pool "+p.cfg.Name+" recycler", nil)
 	every := min(time.Duration(p.cfg.MaxAge)/4, time.Second)
 	tk := time.NewTicker(max(every, 10*time.Millisecond))
 	defer tk.Stop()

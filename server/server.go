@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -401,6 +402,27 @@ func (s *Server) protect(h func() *Error) (e *Error) {
 	}()
 	return h()
 }
+
+// survive, deferred in a goroutine of the server's own (an exec's wait, a
+// batch's run, a pool's filler), recovers a panic there: logged with its
+// stack, then handled by then (may be nil). Without it one request's bug
+// would end the server, and with it every tenant's execs and streams (the
+// sessions live on, and the next server re-adopts them). It must be the
+// deferred function itself: recover works only there.
+func (s *Server) survive(what string, then func()) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	s.cfg.Logger.Error("panic", "in", what, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	if then != nil {
+		then()
+	}
+}
+
+// testPanic, when a test sets it, is called where the server's own
+// goroutines begin their work (what: "exec", "batch"), to make them panic.
+var testPanic func(what string)
 
 type statusRecorder struct {
 	http.ResponseWriter
@@ -936,6 +958,10 @@ func (s *Server) runBatch(w http.ResponseWriter, r *http.Request, t Tenant) *Err
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			defer s.survive("batch run", func() { out[i].Error = apiErr(CodeInternal, "", "internal error") })
+			if testPanic != nil {
+				testPanic("batch")
+			}
 			release, e := s.acquire(t)
 			if e != nil {
 				out[i].Error = e

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -415,4 +417,65 @@ func TestIdempotencyKey(t *testing.T) {
 	assert.Equal(t, "Idempotency-Key", errorOf(t, b4).Field)
 	r5, _ := post(`{"argv": []}`, "k-2") // another key: done again
 	assert.Empty(t, r5.Header.Get("Idempotent-Replayed"))
+}
+
+// TestSurvivePanic: a panic in the server's own goroutine of an exec or of
+// a batch's run ends that exec or run with 500 INTERNAL (logged with its
+// stack), not the server: the next exec in the same session runs.
+func TestSurvivePanic(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs jails: needs root")
+	}
+	var log syncBuf
+	s, err := New(Config{StateDir: t.TempDir(), Ready: true, Version: "test", Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	require.NoError(t, err)
+	c := unixServer(t, s)
+	code, b := do(t, c, "POST", "/v1/sessions", `{"id": "p"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	t.Cleanup(func() { do(t, c, "DELETE", "/v1/sessions/p", "") })
+	testPanic = func(what string) { panic("test panic in " + what) }
+	t.Cleanup(func() { testPanic = nil })
+
+	code, b = do(t, c, "POST", "/v1/sessions/p/exec", `{"argv": ["sleep", "60"]}`)
+	assert.Equal(t, http.StatusInternalServerError, code, "%s", b)
+	assert.Equal(t, CodeInternal, errorOf(t, b).Code)
+	code, b = do(t, c, "POST", "/v1/runs:batch", `{"runs": [{"argv": ["true"]}, {"argv": ["true"]}]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	var batch struct{ Runs []BatchEntry }
+	require.NoError(t, json.Unmarshal(b, &batch))
+	require.Len(t, batch.Runs, 2, "%s", b)
+	for _, r := range batch.Runs {
+		if assert.NotNil(t, r.Error, "%s", b) {
+			assert.Equal(t, CodeInternal, r.Error.Code)
+		}
+	}
+	assert.Contains(t, log.String(), "test panic in exec")
+	assert.Contains(t, log.String(), "test panic in batch")
+	assert.Contains(t, log.String(), "goroutine ", "the stack")
+
+	testPanic = nil
+	code, b = do(t, c, "POST", "/v1/sessions/p/exec", `{"argv": ["echo", "alive"]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"stdout": "alive\n"`)
+	code, b = do(t, c, "GET", "/v1/sessions/p/exec", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.NotContains(t, string(b), `"state": "running"`, "the panicked exec's command was ended")
+}
+
+// syncBuf is a bytes.Buffer for a logger written from several goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuf) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuf) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
