@@ -669,3 +669,42 @@ func TestServeLanguageRuns(t *testing.T) {
 	}
 	assert.Empty(t, codeDirs(t))
 }
+
+// TestServeRemovesEnded: what a session that ended while no server ran
+// left (its TTL passed: its state directory, its cgroup) is removed by the
+// next server's start, before any tenant asks; a live session is left as
+// it is.
+func TestServeRemovesEnded(t *testing.T) {
+	requireRoot(t)
+	state := openDir(t)
+	s := serve(t, state)
+	for _, body := range []string{`{"id": "ends", "ttl": "1s"}`, `{"id": "lives"}`} {
+		code, b := s.do(t, "POST", "/v1/sessions", body)
+		require.Equal(t, http.StatusCreated, code, "%s", b)
+	}
+	groups := func(id string) []string {
+		var out []string
+		for _, g := range allJailCgroups() {
+			if strings.HasPrefix(filepath.Base(g), "jail-session-") && strings.HasSuffix(g, "-"+id) {
+				out = append(out, g)
+			}
+		}
+		return out
+	}
+	require.NotEmpty(t, groups("ends"))
+	dirs, err := filepath.Glob(filepath.Join(state, "tenants", "*", "sessions", "ends"))
+	require.NoError(t, err)
+	require.Len(t, dirs, 1)
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, s.cmd.Wait())
+	time.Sleep(1500 * time.Millisecond) // the TTL passes while no server runs
+	require.DirExists(t, dirs[0], "nothing else removes it")
+	require.NotEmpty(t, groups("ends"), "nor its group")
+
+	s = serve(t, state)
+	assert.NoDirExists(t, dirs[0])
+	assert.Empty(t, groups("ends"))
+	assert.Contains(t, s.log.String(), "session ended while no server ran: removed")
+	code, b := s.do(t, "GET", "/v1/sessions/lives", "")
+	assert.Equal(t, http.StatusOK, code, "%s", b)
+}

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -198,6 +199,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.tokens.Store(cfg.Tokens)
 	s.policy.Store(cfg.Policy)
+	s.removeEnded()
 	s.m.extra = s.writePoolMetrics
 	if cfg.NetnsPool >= 0 && s.uid == 0 {
 		var err error
@@ -214,6 +216,32 @@ func New(cfg Config) (*Server, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// removeEnded removes what the sessions that ended while no server ran
+// (their TTL, their idle timeout, a kill) left in the state directory:
+// their cgroups, state and workspaces, as a tenant's next look at them
+// would. Live sessions are left as they are, for their tenants to find.
+func (s *Server) removeEnded() {
+	tenants, err := os.ReadDir(filepath.Join(s.cfg.StateDir, "tenants"))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.cfg.Logger.Warn("ended sessions not removed", "err", err)
+		}
+		return
+	}
+	for _, d := range tenants {
+		if !d.IsDir() {
+			continue
+		}
+		removed, err := s.sessions(Tenant{Name: d.Name()}).GC()
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.cfg.Logger.Warn("ended sessions not all removed", "tenant", d.Name(), "err", err)
+		}
+		for _, id := range removed {
+			s.cfg.Logger.Info("session ended while no server ran: removed", "tenant", d.Name(), "session", id)
+		}
+	}
 }
 
 // Drain makes the server refuse new work (runs, commands, sessions: 503)
