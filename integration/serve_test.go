@@ -708,3 +708,58 @@ func TestServeRemovesEnded(t *testing.T) {
 	code, b := s.do(t, "GET", "/v1/sessions/lives", "")
 	assert.Equal(t, http.StatusOK, code, "%s", b)
 }
+
+// TestServeLogs: with --log-format json, one JSON line per request with
+// the tenant, method, route, status and duration, and the session and
+// exec ids a request made (a session just created, an exec just started)
+// or named; never anything of a workload's output.
+func TestServeLogs(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t), "--log-format", "json")
+	code, b := s.do(t, "POST", "/v1/sessions", `{}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	var info jail.SessionInfo
+	require.NoError(t, json.Unmarshal(b, &info))
+	code, b = s.do(t, "POST", "/v1/sessions/"+info.ID+"/exec", `{"argv": ["echo", "SECRET-OUTPUT-7"]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	bg := s.background(t, info.ID, `{"argv": ["echo", "SECRET-OUTPUT-8"], "background": true}`)
+	_ = s.events(t, context.Background(), "/v1/sessions/"+info.ID+"/exec/"+bg.ID+"/events", nil)
+
+	type line struct {
+		Msg, Tenant, Method, Route, Session, Exec string
+		Status                                    int
+		Duration                                  any
+	}
+	var lines []line
+	require.Eventually(t, func() bool {
+		lines = nil
+		for _, l := range strings.Split(s.log.String(), "\n") {
+			var v line
+			if l != "" && json.Unmarshal([]byte(l), &v) == nil && v.Msg == "request" {
+				lines = append(lines, v)
+			}
+		}
+		return len(lines) >= 4
+	}, 5*time.Second, 20*time.Millisecond)
+	byRoute := map[string][]line{}
+	for _, l := range lines {
+		assert.NotEmpty(t, l.Tenant, "%+v", l)
+		assert.NotEmpty(t, l.Method, "%+v", l)
+		assert.NotZero(t, l.Status, "%+v", l)
+		assert.NotNil(t, l.Duration, "%+v", l)
+		byRoute[l.Route] = append(byRoute[l.Route], l)
+	}
+	require.Len(t, byRoute["POST /v1/sessions"], 1, "%+v", lines)
+	assert.Equal(t, info.ID, byRoute["POST /v1/sessions"][0].Session, "the session it made")
+	execs := byRoute["POST /v1/sessions/{id}/exec"]
+	require.Len(t, execs, 2, "%+v", lines)
+	for _, l := range execs {
+		assert.Equal(t, info.ID, l.Session)
+		assert.Regexp(t, `^x[0-9a-f]{12}$`, l.Exec, "the exec it started")
+	}
+	assert.Equal(t, bg.ID, execs[1].Exec)
+	events := byRoute["GET /v1/sessions/{id}/exec/{eid}/events"]
+	require.Len(t, events, 1, "%+v", lines)
+	assert.Equal(t, bg.ID, events[0].Exec)
+	assert.NotContains(t, s.log.String(), "SECRET-OUTPUT", "a workload's output is never logged")
+}

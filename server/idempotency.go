@@ -458,11 +458,13 @@ type execRef struct {
 }
 
 // noteExec tells the recorder of an idempotent request which exec it
-// started; w is the handler's ResponseWriter.
+// started, and the request's log line; w is the handler's
+// ResponseWriter.
 func noteExec(w http.ResponseWriter, session, id string) {
 	if tee, ok := w.(*teeRecorder); ok {
 		tee.exec = &execRef{session, id}
 	}
+	noteIDs(w, session, id)
 }
 
 // replayExec answers a retry of a request that started an exec: its

@@ -20,6 +20,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -341,8 +342,11 @@ func (s *Server) Handler() http.Handler {
 			}
 			s.m.requests.inc(pattern, strconv.Itoa(rec.status))
 			attrs := []any{"tenant", t.Name, "method", r.Method, "route", pattern, "status", rec.status, "duration", time.Since(t0)}
-			if id := r.PathValue("id"); id != "" {
+			if id := cmp.Or(rec.session, r.PathValue("id")); id != "" {
 				attrs = append(attrs, "session", id)
+			}
+			if id := cmp.Or(rec.exec, r.PathValue("eid")); id != "" {
+				attrs = append(attrs, "exec", id)
 			}
 			if e != nil {
 				attrs = append(attrs, "code", e.Code)
@@ -456,6 +460,32 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// session and exec are the ids a handler made or took (noteIDs),
+	// for the request's log line.
+	session, exec string
+}
+
+// noteIDs tells the request's log line the session and the exec (either
+// may be "") a handler made or took, where the path does not name them
+// (a session just created, an exec just started). w is the handler's
+// ResponseWriter.
+func noteIDs(w http.ResponseWriter, session, exec string) {
+	for {
+		switch r := w.(type) {
+		case *statusRecorder:
+			if session != "" {
+				r.session = session
+			}
+			if exec != "" {
+				r.exec = exec
+			}
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = r.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -1133,6 +1163,7 @@ func writeSession(w http.ResponseWriter, status int, sess *jail.Session) *Error 
 	if err != nil {
 		return asAPIError(err, "")
 	}
+	noteIDs(w, info.ID, "")
 	writeJSON(w, status, info)
 	return nil
 }
