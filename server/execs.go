@@ -850,6 +850,11 @@ func (s *Server) execEvents(w http.ResponseWriter, r *http.Request, t Tenant) *E
 	if e != nil {
 		return e
 	}
+	release, e := s.acquireStream(t)
+	if e != nil {
+		return e
+	}
+	defer release()
 	f := wantsStream(r)
 	if f == noStream {
 		f = ndjson

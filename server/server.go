@@ -50,6 +50,7 @@ import (
 const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxRuns      = 16
+	DefaultMaxStreams   = 64
 	DefaultProfile      = "strict"
 	// DefaultKeepalive is how often a quiet event stream gets a
 	// keepalive event.
@@ -73,6 +74,10 @@ type Config struct {
 	// MaxRuns bounds the runs and commands one tenant has under way at
 	// once (DefaultMaxRuns); one more gets 503 CAPACITY.
 	MaxRuns int
+	// MaxStreams bounds the followers of exec events (GET .../events)
+	// one tenant has open at once (DefaultMaxStreams); one more gets 503
+	// CAPACITY. A streamed exec's own answer counts as its run.
+	MaxStreams int
 	// Version is reported by /v1/info.
 	Version string
 	// Host is what /v1/info reports of the host (jail check's features);
@@ -109,6 +114,7 @@ type Server struct {
 	draining atomic.Bool
 	mu       sync.Mutex
 	running  map[string]int // runs and commands under way, per tenant
+	streams  map[string]int // followers of exec events open, per tenant
 	creating map[string]int // sessions being made, per tenant (their quota)
 	m        *metrics
 	idem     *idempotency
@@ -163,6 +169,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRuns <= 0 {
 		cfg.MaxRuns = DefaultMaxRuns
 	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -182,7 +191,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: state directory %s: %w", cfg.StateDir, err)
 	}
-	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, creating: map[string]int{}, m: newMetrics(), lock: lock,
+	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, streams: map[string]int{}, creating: map[string]int{}, m: newMetrics(), lock: lock,
 		private: privatePaths(append([]string{cfg.StateDir}, cfg.Private...))}
 	ok := false
 	defer func() {
@@ -561,6 +570,29 @@ func (s *Server) acquire(t Tenant) (func(), *Error) {
 			delete(s.running, t.Name)
 		}
 		s.m.inflight.add(-1)
+	}, nil
+}
+
+// acquireStream takes one of the tenant's followers of exec events, or
+// answers CAPACITY: each holds a connection and a goroutine for as long as
+// its client reads, so they are bounded as runs are.
+func (s *Server) acquireStream(t Tenant) (func(), *Error) {
+	limit := s.cfg.MaxStreams
+	if q := t.Policy.Quotas.Streams; q > 0 {
+		limit = q
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[t.Name] >= limit {
+		return nil, apiErr(CodeCapacity, "", "tenant %s has %d event streams open, its limit", t.Name, limit)
+	}
+	s.streams[t.Name]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.streams[t.Name]--; s.streams[t.Name] == 0 {
+			delete(s.streams, t.Name)
+		}
 	}, nil
 }
 

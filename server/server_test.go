@@ -479,3 +479,52 @@ func (w *syncBuf) String() string {
 	defer w.mu.Unlock()
 	return w.b.String()
 }
+
+// TestStreamLimit: a tenant's followers of exec events are bounded
+// (MaxStreams, or its policy's quota): one more is 503 CAPACITY with
+// Retry-After, and a follower that ends gives its place back.
+func TestStreamLimit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs jails: needs root")
+	}
+	s, err := New(Config{StateDir: t.TempDir(), Ready: true, Version: "test", MaxStreams: 1})
+	require.NoError(t, err)
+	c := unixServer(t, s)
+	code, b := do(t, c, "POST", "/v1/sessions", `{"id": "st"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	t.Cleanup(func() { do(t, c, "DELETE", "/v1/sessions/st", "") })
+	code, b = do(t, c, "POST", "/v1/sessions/st/exec", `{"argv": ["sleep", "60"], "background": true}`)
+	require.Equal(t, http.StatusAccepted, code, "%s", b)
+	var x ExecInfo
+	require.NoError(t, json.Unmarshal(b, &x))
+	events := "/v1/sessions/st/exec/" + x.ID + "/events"
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://jail"+events, nil)
+	first, err := c.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, first.StatusCode)
+	resp, err := c.Get("http://jail" + events)
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", b)
+	assert.Equal(t, CodeCapacity, errorOf(t, b).Code)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	cancel()
+	first.Body.Close()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://jail"+events, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 50*time.Millisecond, "the first follower's place")
+	code, b = do(t, c, "POST", "/v1/sessions/st/exec/"+x.ID+"/signal", `{"signal": "KILL"}`)
+	assert.Equal(t, http.StatusOK, code, "%s", b)
+}

@@ -91,6 +91,8 @@ type Quotas struct {
 	Sessions int `json:"sessions,omitempty"`
 	// Execs: runs and session commands under way at once.
 	Execs int `json:"execs,omitempty"`
+	// Streams: followers of execs' events (GET .../events) open at once.
+	Streams int `json:"streams,omitempty"`
 	// MemoryMaxBytes bounds each of its jails' memory_max_bytes; a spec
 	// without one gets this.
 	MemoryMaxBytes int64 `json:"memory_max_bytes,omitempty"`
@@ -150,7 +152,7 @@ func (tp *TenantPolicy) validate(at string) error {
 		}
 	}
 	q := tp.Quotas
-	for name, v := range map[string]int64{"sessions": int64(q.Sessions), "execs": int64(q.Execs), "memory_max_bytes": q.MemoryMaxBytes,
+	for name, v := range map[string]int64{"sessions": int64(q.Sessions), "execs": int64(q.Execs), "streams": int64(q.Streams), "memory_max_bytes": q.MemoryMaxBytes,
 		"workspace_bytes": q.WorkspaceBytes, "snapshot_bytes": q.SnapshotBytes} {
 		if v < 0 {
 			return fmt.Errorf("%s.quotas.%s: %d is negative", at, name, v)

@@ -55,7 +55,7 @@ func newServeCommand(stdout, stderr io.Writer) *cobra.Command {
 		stateDir, logFormat, socketMode, tokensFile, tenantsFile, poolsFile string
 		tlsCert, tlsKey                                                     string
 		insecurePlaintext                                                   bool
-		maxRuns, netnsPool                                                  int
+		maxRuns, maxStreams, netnsPool                                      int
 		grace                                                               time.Duration
 	)
 	cmd := &cobra.Command{
@@ -86,7 +86,7 @@ field. --tenants FILE (YAML or JSON) allows exactly what it names, per tenant or
 default, and sets quotas:
 
   default:
-    quotas: {sessions: 8, execs: 4, memory_max_bytes: 536870912, workspace_bytes: 268435456,
+    quotas: {sessions: 8, execs: 4, streams: 16, memory_max_bytes: 536870912, workspace_bytes: 268435456,
              snapshot_bytes: 1073741824}
   tenants:
     "1000":                   # a unix peer, by uid
@@ -158,7 +158,10 @@ that does not parse changes nothing and is logged.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
-			cfg := server.Config{StateDir: stateDir, MaxRuns: maxRuns, Version: versionString(), NetnsPool: netnsPool}
+			if maxStreams < 1 {
+				return usageError("--max-streams %d: want at least 1", maxStreams)
+			}
+			cfg := server.Config{StateDir: stateDir, MaxRuns: maxRuns, MaxStreams: maxStreams, Version: versionString(), NetnsPool: netnsPool}
 			if netnsPool == 0 {
 				cfg.NetnsPool = -1
 			}
@@ -289,6 +292,7 @@ that does not parse changes nothing and is logged.`,
 	f.BoolVar(&insecurePlaintext, "insecure-plaintext", false, "serve TCP without TLS: only on a loopback address")
 	f.IntVar(&netnsPool, "netns-pool", jail.DefaultNetnsPoolSize, "as root, how many empty network namespaces (lo up) to keep made ahead for jails with a network of their own: about 0.3 ms less a run; 0: none")
 	f.IntVar(&maxRuns, "max-runs", server.DefaultMaxRuns, "runs and session commands one tenant may have under way at once (unless its quota says); one more gets 503")
+	f.IntVar(&maxStreams, "max-streams", server.DefaultMaxStreams, "followers of exec events (GET .../events) one tenant may have open at once (unless its quota says); one more gets 503")
 	f.DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long requests and background execs under way may take to finish (then the server exits 125, and what still ran ends with it)")
 	f.StringVar(&logFormat, "log-format", "text", "log records on stderr, one per request: text or json")
 	cmd.AddCommand(newServeTokenCommand(stdout))
