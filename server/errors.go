@@ -79,6 +79,8 @@ func asAPIError(err error, field string) *Error {
 		return ae
 	case errors.As(err, &mbe):
 		return apiErr(CodeTooLarge, "", "the request body is larger than %d bytes", mbe.Limit)
+	case errors.Is(err, errBodyStalled):
+		return apiErr(CodeBadRequest, "", "%v", err)
 	case errors.As(err, &se):
 		f := se.Field
 		if field != "" {
@@ -135,6 +137,7 @@ func decode(r *http.Request, w http.ResponseWriter, limit int64, v any) *Error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return apiErr(CodeBadRequest, "", "Content-Type %q: want application/json", ct)
 	}
+	boundBody(r)
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -154,6 +157,8 @@ func decodeError(err error) *Error {
 	switch {
 	case errors.As(err, &mbe):
 		return apiErr(CodeTooLarge, "", "the request body is larger than %d bytes", mbe.Limit)
+	case errors.Is(err, errBodyStalled):
+		return apiErr(CodeBadRequest, "", "%v", err)
 	case errors.As(err, &te):
 		// The path as JSON spells it: without the Go names of embedded
 		// structs ("Command.argv" is "argv").

@@ -386,6 +386,7 @@ func (s *Server) idempotent(w *statusRecorder, r *http.Request, t Tenant, h func
 	if len(key) > maxKeyLength || strings.ContainsFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
 		return apiErr(CodeBadRequest, "Idempotency-Key", "Idempotency-Key: want 1 to %d printable ASCII characters", maxKeyLength)
 	}
+	boundBody(r)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		return asAPIError(err, "")

@@ -58,6 +58,9 @@ const (
 	// DefaultStreamWriteTimeout bounds each write of a streamed answer:
 	// a client that does not read cannot hold a command for ever.
 	DefaultStreamWriteTimeout = 30 * time.Second
+	// DefaultBodyIdleTimeout and DefaultBodyTimeout: Config's.
+	DefaultBodyIdleTimeout = 30 * time.Second
+	DefaultBodyTimeout     = time.Minute
 )
 
 // Config configures a Server.
@@ -74,6 +77,12 @@ type Config struct {
 	// MaxRuns bounds the runs and commands one tenant has under way at
 	// once (DefaultMaxRuns); one more gets 503 CAPACITY.
 	MaxRuns int
+	// BodyIdleTimeout bounds how long a request's body may send nothing
+	// (DefaultBodyIdleTimeout), and BodyTimeout how long a JSON request's
+	// body may take in all (DefaultBodyTimeout; a file's body or an
+	// exec's stdin has no such bound): a client that stalls or trickles
+	// cannot hold a connection and its goroutine for ever.
+	BodyIdleTimeout, BodyTimeout time.Duration
 	// MaxStreams bounds the followers of exec events (GET .../events)
 	// one tenant has open at once (DefaultMaxStreams); one more gets 503
 	// CAPACITY. A streamed exec's own answer counts as its run.
@@ -171,6 +180,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.BodyIdleTimeout <= 0 {
+		cfg.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -335,6 +350,7 @@ func (s *Server) Handler() http.Handler {
 			s.enter()
 			defer s.leave()
 			t0 := time.Now()
+			r.Body = s.deadlineBody(w, r)
 			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 			t, e := s.tenant(r)
 			switch {
@@ -443,6 +459,64 @@ func (s *Server) protect(h func() *Error) (e *Error) {
 	}()
 	return h()
 }
+
+// deadlineBody wraps r's body so that each read must bring something
+// within BodyIdleTimeout; a body read as a JSON request (decode, and an
+// Idempotency-Key's copy) must also have come whole within BodyTimeout of
+// the request's start (bound), while a file's body or an exec's stdin may
+// take as long as it keeps coming. The deadline is the connection's,
+// cleared once the body has been read: what the handler does next (wait
+// for an exec, stream events) is not bound by it.
+func (s *Server) deadlineBody(w http.ResponseWriter, r *http.Request) io.ReadCloser {
+	return &deadlineBody{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: s.cfg.BodyIdleTimeout,
+		start: time.Now(), total: s.cfg.BodyTimeout}
+}
+
+type deadlineBody struct {
+	io.ReadCloser
+	rc           *http.ResponseController
+	idle, total  time.Duration
+	start, until time.Time // until: zero, or start+total once bound
+	ended        bool
+}
+
+// boundBody bounds r's body, if deadlineBody made it, to the time a JSON
+// request's body may take in all.
+func boundBody(r *http.Request) {
+	if b, ok := r.Body.(*deadlineBody); ok {
+		b.until = b.start.Add(b.total)
+	}
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	if b.ended {
+		return b.ReadCloser.Read(p)
+	}
+	d := time.Now().Add(b.idle)
+	if !b.until.IsZero() && b.until.Before(d) {
+		d = b.until
+	}
+	_ = b.rc.SetReadDeadline(d) // not on HTTP/2: then the server's own timeouts only
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		b.ended = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case err != nil:
+		// The deadline is left as it is: net/http reads what is left
+		// of a body before it answers, and must not wait for it
+		// either. The connection is closed after the answer.
+		b.ended = true
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			err = errBodyStalled
+		}
+	}
+	return n, err
+}
+
+// errBodyStalled is the error of a read of a body that stalled, or took
+// longer in all than a JSON body may.
+var errBodyStalled = errors.New("the request body stalled (nothing came in time) or took too long")
 
 // survive, deferred in a goroutine of the server's own (an exec's wait, a
 // batch's run, a pool's filler), recovers a panic there: logged with its

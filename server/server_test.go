@@ -528,3 +528,78 @@ func TestStreamLimit(t *testing.T) {
 	code, b = do(t, c, "POST", "/v1/sessions/st/exec/"+x.ID+"/signal", `{"signal": "KILL"}`)
 	assert.Equal(t, http.StatusOK, code, "%s", b)
 }
+
+// TestSlowBody: a body that stalls for BodyIdleTimeout, or a JSON body
+// that trickles for longer than BodyTimeout in all, ends its request with
+// 400 naming why, not holding the connection; a waited exec after its
+// body (here a run's jail, which would outlive the deadline) is not cut.
+func TestSlowBody(t *testing.T) {
+	s, err := New(Config{StateDir: t.TempDir(), Ready: true, Version: "test", BodyIdleTimeout: 300 * time.Millisecond, BodyTimeout: time.Second})
+	require.NoError(t, err)
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	hs := &http.Server{Handler: s.Handler(), ConnContext: ConnContext}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { hs.Close() })
+	post := func(body string, gap time.Duration) (time.Duration, string) {
+		t.Helper()
+		conn, err := net.Dial("unix", sock)
+		require.NoError(t, err)
+		defer conn.Close()
+		t0 := time.Now()
+		_, err = fmt.Fprintf(conn, "POST /v1/run HTTP/1.1\r\nHost: jail\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body)+100)
+		require.NoError(t, err)
+		go func() {
+			for i := range len(body) {
+				if _, err := conn.Write([]byte{body[i]}); err != nil {
+					return
+				}
+				time.Sleep(gap)
+			}
+		}()
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, _ := io.ReadAll(conn)
+		return time.Since(t0), string(b)
+	}
+	took, answer := post(`{"argv"`, 0) // then nothing
+	assert.Less(t, took, 3*time.Second)
+	assert.Contains(t, answer, "HTTP/1.1 400 ")
+	assert.Contains(t, answer, "stalled")
+	took, answer = post(strings.Repeat(" ", 200), 100*time.Millisecond) // a byte each 0.1 s: never idle
+	assert.Less(t, took, 5*time.Second, "cut at BodyTimeout, not after the 20 s the body would take")
+	assert.GreaterOrEqual(t, took, time.Second)
+	assert.Contains(t, answer, "HTTP/1.1 400 ")
+	assert.Contains(t, answer, "took too long")
+
+	if os.Geteuid() != 0 {
+		t.Skip("the rest runs jails: needs root")
+	}
+	// A run that outlasts both bounds once its body is in; a file that
+	// keeps coming for longer than BodyTimeout.
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	code, b := do(t, c, "POST", "/v1/run", `{"argv": ["sleep", "1.5"]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"status": "exited"`)
+	code, b = do(t, c, "POST", "/v1/sessions", `{"id": "slow"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	t.Cleanup(func() { do(t, c, "DELETE", "/v1/sessions/slow", "") })
+	pr, pw := io.Pipe()
+	go func() {
+		for range 15 {
+			_, _ = pw.Write([]byte("x"))
+			time.Sleep(100 * time.Millisecond)
+		}
+		pw.Close()
+	}()
+	req, _ := http.NewRequest("PUT", "http://jail/v1/sessions/slow/files/tmp/slow.txt", pr)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusCreated, resp.StatusCode, "1.5 s of a file that keeps coming: %s", b)
+	assert.Contains(t, string(b), `"bytes": 15`)
+}
