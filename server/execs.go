@@ -601,9 +601,9 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		defer s.leave()
 		defer release()
 		defer cancel()
-		waited := false
+		waiting, ending := false, false
 		defer s.survive("exec "+x.id, func() {
-			if !waited { // end the command, and reap it
+			if !waiting { // end the command, and reap it (a panic in Wait: not again)
 				cancel()
 				_ = c.Wait()
 			}
@@ -611,6 +611,9 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 			done := x.done
 			x.mu.Unlock()
 			if !done {
+				if !ending && x.onEnd != nil {
+					x.onEnd(nil) // a language exec's files
+				}
 				x.finish(nil, apiErr(CodeInternal, "", "internal error"))
 			}
 			s.record(x)
@@ -619,13 +622,14 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 			testPanic("exec")
 		}
 		t0 := time.Now()
+		waiting = true
 		err := c.Wait()
-		waited = true
 		s.m.duration.observe(time.Since(t0).Seconds(), "exec")
 		var ie *jail.InitError
 		if errors.As(err, &ie) && ie.Step == "execve" && c.Result != nil {
 			err = nil // a program that cannot be run is a result, as a shell's 127 is
 		}
+		ending = true
 		if err != nil {
 			s.m.results.inc("exec", "error")
 			x.end(nil, asAPIError(err, "spec"))

@@ -33,10 +33,12 @@ import (
 // record that a request is under way is synced to the disk before the
 // request is done; its answer is not (lost, the key reads INTERRUPTED).
 // Server errors (5xx: a retry may succeed) are not kept. An exec whose
-// answer is not kept as it was (a stream, an answer too big to keep, or
-// none: its client went away) is kept as a reference to the exec: a
-// retry follows its events from the first (a stream) or waits for its
-// result, as the first request would have, and never runs it again.
+// answer is not kept as it was (a stream, an answer too big to keep, a
+// 5xx, or none: its client went away) is kept as a reference to the
+// exec: a retry follows its events from the first (a stream) or waits for
+// its result, and never runs it again. That result is what the exec did
+// with its first request: one whose client went away was killed with it
+// (unless it asked to detach), and the retry gets that.
 const (
 	IdempotencyTTL      = 24 * time.Hour
 	MaxIdempotencyKeys  = 1024
@@ -386,7 +388,9 @@ func (s *Server) idempotent(w *statusRecorder, r *http.Request, t Tenant, h func
 	if len(key) > maxKeyLength || strings.ContainsFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
 		return apiErr(CodeBadRequest, "Idempotency-Key", "Idempotency-Key: want 1 to %d printable ASCII characters", maxKeyLength)
 	}
-	boundBody(r)
+	if ct := r.Header.Get("Content-Type"); ct == "" || strings.HasPrefix(ct, "application/json") {
+		boundBody(r) // a JSON request's; an exec's stdin keeps its own pace
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		return asAPIError(err, "")
@@ -434,11 +438,13 @@ func (s *Server) idempotent(w *statusRecorder, r *http.Request, t Tenant, h func
 	stream := strings.HasPrefix(ctype, "application/x-ndjson") || strings.HasPrefix(ctype, "text/event-stream")
 	status, body, how := tee.status, tee.buf.Bytes(), forget
 	switch {
-	case tee.status >= 500:
-	case tee.exec != nil && (!tee.wrote || stream || tee.overflow):
-		// What a retry gets is the exec's own outcome, from the exec.
+	case tee.exec != nil && (!tee.wrote || stream || tee.overflow || tee.status >= 500):
+		// What a retry gets is the exec's own outcome, from the exec:
+		// once started, it may have done something, whatever the answer
+		// said (a 500 for its failed set-up included).
 		status, ctype, how = http.StatusOK, execRefType, keep
 		body, _ = json.Marshal(tee.exec)
+	case tee.status >= 500:
 	case tee.wrote && !tee.overflow && !stream &&
 		!(tee.status == http.StatusConflict && strings.Contains(tee.buf.String(), `"`+CodeBusy+`"`)):
 		how = keep
@@ -484,6 +490,11 @@ func (s *Server) replayExec(w http.ResponseWriter, r *http.Request, t Tenant, re
 			"the exec of this Idempotency-Key (%s) ran, and is no longer kept: its outcome is not known; look before you send it again, with another key", er.Exec)
 	}
 	if f := wantsStream(r); f != noStream {
+		release, e := s.acquireStream(t) // a follower as any other
+		if e != nil {
+			return e
+		}
+		defer release()
 		_ = x.follow(r.Context(), w, 1, f, false)
 		return nil
 	}

@@ -201,10 +201,26 @@ func TestIdempotencyKeyExec(t *testing.T) {
 	assert.Equal(t, CodeInterrupted, e.Code, "the reference outlives the server")
 	assert.Equal(t, 1, ran)
 
+	// One that started an exec and then failed (a 5xx) is kept as that
+	// exec too: it may have done something.
+	failed := func(w http.ResponseWriter) *Error {
+		ran++
+		noteExec(w, "s", "x0123456789ac")
+		return apiErr(CodeInternal, "", "internal error")
+	}
+	e, w = run("k3", failed)
+	require.Nil(t, e)
+	assert.Equal(t, http.StatusInternalServerError, w.Code)
+	assert.Contains(t, w.Body.String(), CodeInternal)
+	e, _ = run("k3", failed)
+	require.NotNil(t, e)
+	assert.Equal(t, CodeInterrupted, e.Code, "not run again")
+	assert.Equal(t, 2, ran)
+
 	nothing := func(http.ResponseWriter) *Error { ran++; return nil }
 	for range 2 {
 		e, _ = run("k2", nothing)
 		assert.Nil(t, e)
 	}
-	assert.Equal(t, 3, ran, "no answer and no exec: nothing to replay")
+	assert.Equal(t, 4, ran, "no answer and no exec: nothing to replay")
 }

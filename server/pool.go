@@ -418,7 +418,7 @@ func (s *Server) Close() {
 // time.
 func (p *pool) fill(ctx context.Context, wg *sync.WaitGroup) {
 	defer wg.Done()
-	defer p.s.survive("pool "+p.cfg.Name+" filler", nil) // the pool then refills with one filler less
+	defer p.s.survive("pool "+p.cfg.Name+" filler", nil) // outside make (made safe below): the pool then has one filler less
 	for ctx.Err() == nil {
 		p.mu.Lock()
 		need := !p.closed && len(p.ready)+p.making < p.cfg.MinReady && len(p.ready)+p.making+p.inUse < p.cfg.Max
@@ -434,7 +434,7 @@ func (p *pool) fill(ctx context.Context, wg *sync.WaitGroup) {
 				continue
 			}
 		}
-		m, err := p.make(ctx)
+		m, err := p.safeMake(ctx)
 		p.mu.Lock()
 		p.making--
 		switch {
@@ -477,6 +477,17 @@ func removeLeft(m *jail.Sessions, log *slog.Logger, pool string) {
 }
 
 // make prepares one member.
+// safeMake is make, a panic in it a failure like any other (logged with
+// its stack): the filler goes on, and the pool's count of members being
+// made stays right.
+func (p *pool) safeMake(ctx context.Context) (m *member, err error) {
+	defer p.s.survive("pool "+p.cfg.Name+" member", func() { m, err = nil, errors.New("internal error making a member (a panic, logged)") })
+	if testPanic != nil {
+		testPanic("pool")
+	}
+	return p.make(ctx)
+}
+
 func (p *pool) make(ctx context.Context) (*member, error) {
 	if p.sessions != nil {
 		sess, err := p.sessions.Create(ctx, jail.SessionSpec{Spec: p.spec, Workspace: p.cfg.Workspace,

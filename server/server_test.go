@@ -453,6 +453,28 @@ func TestSurvivePanic(t *testing.T) {
 	assert.Contains(t, log.String(), "test panic in batch")
 	assert.Contains(t, log.String(), "goroutine ", "the stack")
 
+	// A pool whose first member's making panics: one failure, then the
+	// filler goes on and the pool fills.
+	panicked := false
+	testPanic = func(what string) {
+		if what == "pool" && !panicked {
+			panicked = true
+			panic("test panic in pool")
+		}
+	}
+	pf, err := ParsePools([]byte("pools: [{name: p1, profile: strict, min_ready: 1, max: 2}]"))
+	require.NoError(t, err)
+	require.NoError(t, s.Reload(nil, nil, pf))
+	t.Cleanup(func() { _ = s.Reload(nil, nil, &PoolsFile{}) })
+	require.Eventually(t, func() bool {
+		code, b := do(t, c, "GET", "/v1/pools", "")
+		require.Equal(t, http.StatusOK, code, "%s", b)
+		var ans struct{ Pools []PoolInfo }
+		require.NoError(t, json.Unmarshal(b, &ans))
+		return len(ans.Pools) == 1 && ans.Pools[0].Ready == 1 && ans.Pools[0].Making == 0
+	}, 30*time.Second, 50*time.Millisecond, "the pool filled after the panic")
+	assert.Contains(t, log.String(), "test panic in pool")
+
 	testPanic = nil
 	code, b = do(t, c, "POST", "/v1/sessions/p/exec", `{"argv": ["echo", "alive"]}`)
 	require.Equal(t, http.StatusOK, code, "%s", b)
