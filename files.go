@@ -83,3 +83,32 @@ func (e *FileError) Unwrap() error {
 	}
 	return e.Errno
 }
+
+// UnixMode is m's permission bits with setuid (04000), setgid (02000) and
+// sticky (01000), as chmod(1) spells them; [FileModeOf] is its inverse.
+func UnixMode(m os.FileMode) uint32 {
+	u := uint32(m.Perm())
+	for _, b := range specialBits {
+		if m&b.flag != 0 {
+			u |= b.bit
+		}
+	}
+	return u
+}
+
+// FileModeOf is the os.FileMode of the permission bits u (with 04000,
+// 02000, 01000 as setuid, setgid, sticky).
+func FileModeOf(u uint32) os.FileMode {
+	m := os.FileMode(u).Perm()
+	for _, b := range specialBits {
+		if u&b.bit != 0 {
+			m |= b.flag
+		}
+	}
+	return m
+}
+
+var specialBits = []struct {
+	bit  uint32
+	flag os.FileMode
+}{{0o4000, os.ModeSetuid}, {0o2000, os.ModeSetgid}, {0o1000, os.ModeSticky}}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,4 +71,17 @@ func TestWriteFileRefusedBeforeItsInput(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("WriteFile waits for input the helper will never read")
 	}
+}
+
+// TestUnixMode: the permission bits with setuid, setgid and sticky as
+// chmod(1) spells them, and back.
+func TestUnixMode(t *testing.T) {
+	for m, u := range map[os.FileMode]uint32{
+		0o644: 0o644, 0o755 | os.ModeSetuid: 0o4755, 0o2750&0o777 | os.ModeSetgid: 0o2750,
+		0o1777&0o777 | os.ModeSticky: 0o1777, 0o7777&0o777 | os.ModeSetuid | os.ModeSetgid | os.ModeSticky: 0o7777,
+	} {
+		assert.Equal(t, u, UnixMode(m), "%v", m)
+		assert.Equal(t, m, FileModeOf(u), "%o", u)
+	}
+	assert.Equal(t, uint32(0o600), UnixMode(os.ModeDir|0o600), "the type bits are not permission bits")
 }

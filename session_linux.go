@@ -1000,7 +1000,7 @@ func (m *Sessions) GC() ([]string, error) {
 // started when it ends or times out; the session goes on.
 func (s *Session) Command(ctx context.Context, name string, args ...string) *Cmd {
 	c := Command(ctx, s.st.Spec, name, args...)
-	c.session = s
+	c.session, c.sessionEnv, c.sessionCwd = s, slices.Clone(s.st.Spec.Env), s.st.Spec.Cwd
 	c.execID = newSessionID()
 	c.HelperPath = s.m.HelperPath
 	c.Logger = s.m.Logger
@@ -1115,6 +1115,15 @@ func (c *Cmd) joinSteps() []hostStep {
 // join plan, and a process from its template with this Cmd's command,
 // environment and working directory.
 func (c *Cmd) planJoin(st *sessionState) error {
+	if slices.Equal(c.Spec.Env, c.sessionEnv) {
+		c.Spec.Env = st.Spec.Env // not the caller's: the session's default now
+	}
+	if c.Spec.Cwd == c.sessionCwd {
+		c.Spec.Cwd = st.Spec.Cwd
+	}
+	if len(c.extraEnv) > 0 {
+		c.Spec.Env = setEnv(slices.Clone(c.Spec.env()), c.extraEnv)
+	}
 	spec, err := commandSpec(st.Spec, c.Spec)
 	if err != nil {
 		return &stepError{"spec", err}

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	jail "github.com/jailrt/jail"
 	"github.com/jailrt/jail/client"
+	"github.com/jailrt/jail/profiles"
 	"github.com/jailrt/jail/server"
 )
 
@@ -109,4 +113,122 @@ func TestPythonClient(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, "ok\n", string(out))
+}
+
+// TestSandbox: the same code, written against jail.Sandbox, gives the same
+// outcomes in a session of this host (*jail.Session) and in a session of a
+// real jail serve (client.Session): commands with env, cwd, stdin and a
+// timeout, a program that cannot be run, files in and out, their
+// descriptions and listings, a snapshot restored, pause and resume, an
+// update, removal.
+func TestSandbox(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	prof, err := profiles.Load("strict")
+	require.NoError(t, err)
+	local, err := (&jail.Sessions{Dir: sessionDir(t)}).Create(ctx, jail.SessionSpec{Spec: prof.Spec})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = local.Remove() })
+	s := serve(t, openDir(t))
+	c := client.Unix(s.sock)
+	info, err := c.CreateSession(ctx, client.SessionRequest{Profile: "strict"})
+	require.NoError(t, err)
+	remote := c.Sandbox(ctx, info.ID)
+	assert.Equal(t, info.ID, remote.ID())
+
+	type outcome struct {
+		Out, Env, Cwd, In, Timeout, Missing string
+		File, Listed                        string
+		Stat, Link                          jail.FileInfo
+		Recent, IntoOut, Setuid             bool
+		Restored, Gone, Paused, Resumed     string
+		Removed                             bool
+	}
+	use := func(sb jail.Sandbox) outcome {
+		t.Helper()
+		var o outcome
+		exec := func(argv []string, opt jail.ExecOptions) *jail.Result {
+			t.Helper()
+			res, err := sb.Exec(ctx, argv, opt)
+			require.NoError(t, err)
+			return res
+		}
+		res := exec([]string{"sh", "-c", "echo out; echo err >&2; exit 3"}, jail.ExecOptions{})
+		o.Out = fmt.Sprintf("%s %d %q %q", res.Status, res.ExitCode, res.Stdout, res.Stderr)
+		res = exec([]string{"sh", "-c", "echo $GREETING $HOME"}, jail.ExecOptions{Env: []string{"GREETING=hi", "HOME=/home/x"}})
+		o.Env = res.Stdout
+		o.Cwd = exec([]string{"pwd"}, jail.ExecOptions{Cwd: "/tmp"}).Stdout
+		res = exec([]string{"cat"}, jail.ExecOptions{Stdin: strings.NewReader("in\xffput")})
+		o.In = res.Stdout + " " + res.StdoutEncoding // not text: base64
+		res = exec([]string{"sleep", "10"}, jail.ExecOptions{Timeout: 300 * time.Millisecond})
+		o.Timeout = fmt.Sprintf("%s %v", res.Status, res.LimitsHit)
+		res = exec([]string{"/no/such/program"}, jail.ExecOptions{})
+		require.NotNil(t, res.Error)
+		o.Missing = fmt.Sprintf("%s %s", res.Status, res.Error.Step)
+
+		n, err := sb.WriteFile(ctx, "/workspace/d/f.txt", strings.NewReader("contents\n"), jail.WriteOptions{Mode: 0o640, Mkdir: true})
+		require.NoError(t, err)
+		require.Equal(t, int64(9), n)
+		_, err = sb.WriteFile(ctx, "/workspace/d", strings.NewReader("two\n"), jail.WriteOptions{Into: "g.txt"})
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		_, err = sb.ReadFile(ctx, "/workspace/d/f.txt", &buf)
+		require.NoError(t, err)
+		o.File = buf.String()
+		fi, err := sb.Stat(ctx, "/workspace/d/f.txt")
+		require.NoError(t, err)
+		o.Stat = *fi
+		o.Recent = time.Since(fi.ModTime).Abs() < time.Minute
+		o.Stat.ModTime = time.Time{} // two files, two times
+		exec([]string{"ln", "-s", "/workspace/d/f.txt", "/workspace/link"}, jail.ExecOptions{})
+		fi, err = sb.Stat(ctx, "/workspace/link")
+		require.NoError(t, err)
+		o.Link = *fi
+		o.Link.ModTime, o.Link.Mode = time.Time{}, 0 // a symlink's mode is the system's
+		_, err = sb.WriteFile(ctx, "/workspace/d", strings.NewReader("x"), jail.WriteOptions{Into: "../escape"})
+		o.IntoOut = err != nil
+		_, err = sb.WriteFile(ctx, "/workspace/s", strings.NewReader("x"), jail.WriteOptions{Mode: 0o755 | os.ModeSetuid})
+		o.Setuid = err != nil
+		list, err := sb.ReadDir(ctx, "/workspace/d", 1)
+		require.NoError(t, err)
+		for _, f := range list {
+			o.Listed += fmt.Sprintf("%s %s %d %v;", f.Path, f.Type, f.Size, f.Mode)
+		}
+
+		snap, err := sb.Snapshot(ctx, "")
+		require.NoError(t, err)
+		require.NoError(t, sb.RemoveFile(ctx, "/workspace/d", true))
+		_, err = sb.Stat(ctx, "/workspace/d")
+		o.Gone = fmt.Sprint(errors.Is(err, fs.ErrNotExist))
+		require.NoError(t, sb.Restore(ctx, snap.ID))
+		buf.Reset()
+		_, err = sb.ReadFile(ctx, "/workspace/d/g.txt", &buf)
+		require.NoError(t, err)
+		o.Restored = buf.String()
+
+		require.NoError(t, sb.Pause())
+		in, err := sb.Inspect()
+		require.NoError(t, err)
+		o.Paused = string(in.State)
+		require.NoError(t, sb.Resume())
+		require.NoError(t, sb.Touch())
+		require.NoError(t, sb.Update(jail.SessionUpdate{Env: []string{"PATH=/usr/bin:/bin", "FROM=update"}}))
+		o.Resumed = exec([]string{"sh", "-c", "echo $FROM"}, jail.ExecOptions{}).Stdout
+		_, err = sb.Remove()
+		require.NoError(t, err)
+		_, err = sb.Inspect()
+		o.Removed = err != nil
+		return o
+	}
+	here, there := use(local), use(remote)
+	assert.Equal(t, here, there)
+	assert.Equal(t, outcome{
+		Out: `exited 3 "out\n" "err\n"`, Env: "hi /home/x\n", Cwd: "/tmp\n", In: "aW7/cHV0 base64", Timeout: "timed_out [timeout]",
+		Missing: "setup_error execve", File: "contents\n",
+		Stat:   jail.FileInfo{Name: "f.txt", Path: "/workspace/d/f.txt", Type: "file", Size: 9, Mode: 0o640, UID: 1000, GID: 1000},
+		Link:   jail.FileInfo{Name: "link", Path: "/workspace/link", Type: "symlink", Size: 18, UID: 1000, GID: 1000, Target: "/workspace/d/f.txt"},
+		Recent: true, IntoOut: true, Setuid: true,
+		Listed: "/workspace/d/f.txt file 9 -rw-r-----;/workspace/d/g.txt file 4 -rw-r--r--;", Gone: "true", Restored: "two\n",
+		Paused: "paused", Resumed: "update\n", Removed: true,
+	}, here)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"strconv"
 	"strings"
@@ -54,6 +55,29 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Is matches an answer's code with the error a session of this host
+// returns for the same (jail.Sandbox): NOT_FOUND of a file (field "path")
+// is fs.ErrNotExist, of anything else (a session) jail.ErrNotFound;
+// NOT_RUNNING is jail.ErrNotRunning, BUSY jail.ErrBusy, ALREADY_EXISTS
+// jail.ErrExists. Code that uses a session here or through the API tests
+// for them alike.
+func (e *Error) Is(target error) bool {
+	switch e.Code {
+	case CodeNotFound:
+		if e.Field == "path" {
+			return target == fs.ErrNotExist
+		}
+		return target == jail.ErrNotFound
+	case CodeNotRunning:
+		return target == jail.ErrNotRunning
+	case CodeBusy:
+		return target == jail.ErrBusy
+	case CodeAlreadyExists:
+		return target == jail.ErrExists
+	}
+	return false
+}
 
 // ErrorBody is the JSON document of an error answer.
 type ErrorBody struct {
@@ -114,6 +138,10 @@ func asAPIError(err error, field string) *Error {
 
 // writeError answers with e's status and body.
 func writeError(w http.ResponseWriter, e *Error) {
+	w.Header().Set("X-Jail-Error-Code", e.Code) // for a HEAD too, whose answer has no body
+	if e.Field != "" {
+		w.Header().Set("X-Jail-Error-Field", e.Field)
+	}
 	switch e.Code {
 	case CodeCapacity:
 		w.Header().Set("Retry-After", "1")

@@ -496,7 +496,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	if !b.until.IsZero() && b.until.Before(d) {
 		d = b.until
 	}
-	_ = b.rc.SetReadDeadline(d) // not on HTTP/2: then the server's own timeouts only
+	_ = b.rc.SetReadDeadline(d) // an error (a writer that cannot): the server's own timeouts only
 	n, err := b.ReadCloser.Read(p)
 	switch {
 	case err == io.EOF:
@@ -1547,7 +1547,7 @@ func filePath(r *http.Request) (string, *Error) {
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 	q := r.URL.Query()
 	var o jail.WriteOptions
-	o.Mkdir = boolParam(q, "mkdir")
+	o.Mkdir, o.Into = boolParam(q, "mkdir"), q.Get("into")
 	if m := q.Get("mode"); m != "" {
 		mode, err := strconv.ParseUint(m, 8, 32)
 		if err != nil || mode > 0o777 {
@@ -1631,11 +1631,22 @@ func (s *Server) statFile(w http.ResponseWriter, r *http.Request, t Tenant) *Err
 	fi, err := sess.Stat(r.Context(), path)
 	if err != nil {
 		ae := asAPIError(err, "")
+		w.Header().Set("X-Jail-Error-Code", ae.Code) // a HEAD's answer has no body to carry it
+		if ae.Field != "" {
+			w.Header().Set("X-Jail-Error-Field", ae.Field)
+		}
 		w.WriteHeader(statusOf[ae.Code])
 		return nil
 	}
 	w.Header().Set("X-Jail-File-Type", fi.Type)
-	w.Header().Set("X-Jail-File-Mode", fmt.Sprintf("%04o", fi.Mode.Perm()))
+	w.Header().Set("X-Jail-File-Mode", fmt.Sprintf("%04o", jail.UnixMode(fi.Mode)))
+	w.Header().Set("X-Jail-File-Uid", strconv.FormatUint(uint64(fi.UID), 10))
+	w.Header().Set("X-Jail-File-Gid", strconv.FormatUint(uint64(fi.GID), 10))
+	w.Header().Set("X-Jail-File-Mtime", fi.ModTime.UTC().Format(time.RFC3339Nano))
+	w.Header().Set("X-Jail-File-Size", strconv.FormatInt(fi.Size, 10)) // Content-Length is a file's only
+	if fi.Type == "symlink" {
+		w.Header().Set("X-Jail-File-Target", url.PathEscape(fi.Target)) // any bytes: escaped
+	}
 	w.Header().Set("Last-Modified", fi.ModTime.UTC().Format(http.TimeFormat))
 	if fi.Type == "file" {
 		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size, 10))
