@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -762,4 +763,113 @@ func TestServeLogs(t *testing.T) {
 	require.Len(t, events, 1, "%+v", lines)
 	assert.Equal(t, bg.ID, events[0].Exec)
 	assert.NotContains(t, s.log.String(), "SECRET-OUTPUT", "a workload's output is never logged")
+}
+
+// TestServeEndpoints: answers the other tests do not reach, against a real
+// jail serve: a directory put and got as tar, a HEAD of a file and of a
+// missing one, stdin_b64, sessions by state, 409 BUSY for a key whose
+// request is under way, 507 for a snapshot past the tenant's quota.
+func TestServeEndpoints(t *testing.T) {
+	requireRoot(t)
+	dir := openDir(t)
+	policy := filepath.Join(dir, "tenants.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte("default:\n  quotas: {snapshot_bytes: 4096}\n"), 0o644))
+	s := serve(t, openDir(t), "--tenants", policy)
+	for _, id := range []string{"e1", "e2"} {
+		code, b := s.do(t, "POST", "/v1/sessions", `{"id": "`+id+`"}`)
+		require.Equal(t, http.StatusCreated, code, "%s", b)
+	}
+
+	// A tar in, the same files out.
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for name, body := range map[string]string{"a.txt": "alpha\n", "sub/b.txt": "beta\n"} {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}))
+		_, err := tw.Write([]byte(body))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	code, b := s.do(t, "PUT", "/v1/sessions/e1/files/tmp/tree?mkdir=1", tb.String(), "Content-Type", "application/x-tar")
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	code, b = s.do(t, "GET", "/v1/sessions/e1/files/tmp/tree", "", "Accept", "application/x-tar")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	got := map[string]string{}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		if h.Typeflag == tar.TypeReg {
+			body, err := io.ReadAll(tr)
+			require.NoError(t, err)
+			got[strings.TrimPrefix(h.Name, "./")] = string(body)
+		}
+	}
+	assert.Equal(t, map[string]string{"a.txt": "alpha\n", "sub/b.txt": "beta\n"}, got)
+
+	// HEAD: headers only, an error's code in one.
+	head := func(path string) *http.Response {
+		req, err := http.NewRequest("HEAD", "http://jail"+path, nil)
+		require.NoError(t, err)
+		resp, err := s.client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	resp := head("/v1/sessions/e1/files/tmp/tree/a.txt")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "file", resp.Header.Get("X-Jail-File-Type"))
+	assert.Equal(t, "6", resp.Header.Get("X-Jail-File-Size"))
+	assert.Equal(t, "0644", resp.Header.Get("X-Jail-File-Mode"))
+	resp = head("/v1/sessions/e1/files/tmp/none")
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Equal(t, server.CodeNotFound, resp.Header.Get("X-Jail-Error-Code"))
+	assert.Equal(t, "path", resp.Header.Get("X-Jail-Error-Field"))
+	resp = head("/v1/sessions/none/files/tmp")
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Equal(t, server.CodeNotFound, resp.Header.Get("X-Jail-Error-Code"))
+
+	// stdin_b64: bytes that are not text.
+	code, b = s.do(t, "POST", "/v1/sessions/e1/exec", `{"argv": ["od", "-An", "-tx1"], "stdin_b64": "AP8KgA=="}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"stdout": " 00 ff 0a 80\n"`)
+
+	// Sessions by state.
+	code, b = s.do(t, "POST", "/v1/sessions/e2:pause", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	code, b = s.do(t, "GET", "/v1/sessions?state=paused", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"id": "e2"`)
+	assert.NotContains(t, string(b), `"id": "e1"`)
+	code, b = s.do(t, "GET", "/v1/sessions?state=running", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Contains(t, string(b), `"id": "e1"`)
+	assert.NotContains(t, string(b), `"id": "e2"`)
+
+	// A retry while the first is under way: 409 BUSY, retryable.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		code, b := s.do(t, "POST", "/v1/sessions/e1/exec", `{"argv": ["sleep", "3"]}`, "Idempotency-Key", "busy-1")
+		assert.Equal(t, http.StatusOK, code, "%s", b)
+	}()
+	time.Sleep(500 * time.Millisecond) // the first is under way
+	code, b = s.do(t, "POST", "/v1/sessions/e1/exec", `{"argv": ["sleep", "3"]}`, "Idempotency-Key", "busy-1")
+	require.Equal(t, http.StatusConflict, code, "%s", b)
+	e := apiError(t, b)
+	assert.Equal(t, server.CodeBusy, e.Code)
+	assert.True(t, e.Retryable)
+	<-done
+
+	// A snapshot past the tenant's snapshot_bytes: 507, and not kept.
+	code, b = s.do(t, "PUT", "/v1/sessions/e1/files/workspace/big", strings.Repeat("x", 64<<10))
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	code, b = s.do(t, "POST", "/v1/sessions/e1/snapshots", `{"name": "big"}`)
+	assert.Equal(t, http.StatusInsufficientStorage, code, "%s", b)
+	assert.Equal(t, server.CodeNoStorage, apiError(t, b).Code)
+	code, b = s.do(t, "GET", "/v1/snapshots", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.NotContains(t, string(b), `"name": "big"`)
 }
