@@ -715,32 +715,43 @@ func checkCode(t Tenant, req *ExecRequest) *Error {
 	return checkProfile(t, name, "language")
 }
 
+// check checks an exec request as far as it can without its session: its
+// command (argv, or a language's code the tenant may run), stdin, env,
+// background and detach. It returns the argv of a command (nil for code).
+func (req *ExecRequest) check(t Tenant) ([]string, *Error) {
+	var argv []string
+	var e *Error
+	if req.Language != "" || req.Code != nil {
+		e = checkCode(t, req)
+	} else {
+		argv, e = req.args()
+	}
+	if e != nil {
+		return nil, e
+	}
+	if _, e := req.stdin(); e != nil {
+		return nil, e
+	}
+	for i, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, apiErr(CodeBadRequest, "env["+strconv.Itoa(i)+"]", "env entry %q: want KEY=VALUE", kv)
+		}
+	}
+	if req.Background && req.Detach {
+		return nil, apiErr(CodeBadRequest, "detach", "a background exec is detached already: give background or detach")
+	}
+	return argv, nil
+}
+
 func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 	var req ExecRequest
 	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
 		return e
 	}
 	code := req.Language != "" || req.Code != nil
-	var argv []string
-	var e *Error
-	if code {
-		e = checkCode(t, &req)
-	} else {
-		argv, e = req.args()
-	}
+	argv, e := req.check(t)
 	if e != nil {
 		return e
-	}
-	if _, e := req.stdin(); e != nil {
-		return e
-	}
-	for i, kv := range req.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return apiErr(CodeBadRequest, "env["+strconv.Itoa(i)+"]", "env entry %q: want KEY=VALUE", kv)
-		}
-	}
-	if req.Background && req.Detach {
-		return apiErr(CodeBadRequest, "detach", "a background exec is detached already: give background or detach")
 	}
 	sess, e := s.session(r, t)
 	if e != nil {
@@ -915,19 +926,28 @@ var signalNames = map[string]syscall.Signal{"HUP": syscall.SIGHUP, "INT": syscal
 	"KILL": syscall.SIGKILL, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM, "TERM": syscall.SIGTERM,
 	"CONT": syscall.SIGCONT, "WINCH": syscall.SIGWINCH}
 
-func (s *Server) execSignal(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
-	var req SignalRequest
-	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
-		return e
-	}
-	sig, ok := signalNames[strings.TrimPrefix(strings.ToUpper(req.Signal), "SIG")]
+// signalOf is the signal a request names (KILL, SIGTERM, term...).
+func signalOf(name string) (syscall.Signal, *Error) {
+	sig, ok := signalNames[strings.TrimPrefix(strings.ToUpper(name), "SIG")]
 	if !ok {
 		names := make([]string, 0, len(signalNames))
 		for n := range signalNames {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		return apiErr(CodeBadRequest, "signal", "signal %q: want one of %s", req.Signal, strings.Join(names, ", "))
+		return 0, apiErr(CodeBadRequest, "signal", "signal %q: want one of %s", name, strings.Join(names, ", "))
+	}
+	return sig, nil
+}
+
+func (s *Server) execSignal(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	var req SignalRequest
+	if e := decode(r, w, s.cfg.MaxBodyBytes, &req); e != nil {
+		return e
+	}
+	sig, e := signalOf(req.Signal)
+	if e != nil {
+		return e
 	}
 	x, e := s.execOf(r, t)
 	if e != nil {

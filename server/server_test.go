@@ -345,7 +345,10 @@ func TestOpenAPI(t *testing.T) {
 // refused with a code of the API.
 func FuzzRequests(f *testing.F) {
 	for _, seed := range []string{`{"argv":["id"]}`, `{"shell":"id","stdin":"x","timeout":"1s"}`, `{"spec":{"mounts":[{"type":"bind","source":"/","target":"/x"}]},"argv":["a"]}`,
-		`{"id":"s1","labels":{"a":"b"},"ttl":3,"workspace":{"type":"dir"}}`, `{"argv":["x"],"env":["A=1","B"],"cwd":"/"}`, `{"argv":[""]}`, `[]`, `{"stdin_b64":"AA=="}`} {
+		`{"id":"s1","labels":{"a":"b"},"ttl":3,"workspace":{"type":"dir"}}`, `{"argv":["x"],"env":["A=1","B"],"cwd":"/"}`, `{"argv":[""]}`, `[]`, `{"stdin_b64":"AA=="}`,
+		`{"language":"python","code":"print(1)","background":true,"detach":true}`, `{"runs":[{"argv":["a"]},{"shell":"b","profile":"nope"}]}`,
+		`{"signal":"sigterm"}`, `{"name":"p","kind":"session","profile":"strict","min_ready":2,"max":1,"max_age":"1s"}`,
+		`{"ttl":"1h","idle_timeout":"-1s","env":["A=1"],"cwd":"rel"}`, `{"n":-3,"snapshot":"x"}`, `{"name":"a/b"}`} {
 		f.Add([]byte(seed))
 	}
 	user := uidTenant(1000, 4242, nil)
@@ -383,7 +386,50 @@ func FuzzRequests(f *testing.F) {
 			check(e)
 		}
 		var er ExecRequest
-		check(decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &er))
+		if e := decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &er); e == nil {
+			argv, e := er.check(user)
+			check(e)
+			if e == nil && er.Language == "" && er.Code == nil && len(argv) == 0 {
+				t.Fatalf("an exec request that checks has no command: %s", body)
+			}
+		} else {
+			check(e)
+		}
+		var batch BatchRequest
+		if e := decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &batch); e == nil {
+			for _, run := range batch.Runs {
+				if spec, e := specOf(user, run.Profile, run.Spec); e == nil {
+					check(checkSpec(user, &spec, "spec"))
+				} else {
+					check(e)
+				}
+				_, e := run.args()
+				check(e)
+				_, e = run.stdin()
+				check(e)
+			}
+		} else {
+			check(e)
+		}
+		var sig SignalRequest
+		if e := decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &sig); e == nil {
+			_, e := signalOf(sig.Signal)
+			check(e)
+		} else {
+			check(e)
+		}
+		var pool PoolConfig
+		if e := decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &pool); e == nil {
+			_ = pool.check("") // an error is a 400; a panic is the failure
+		} else {
+			check(e)
+		}
+		var patch PatchRequest
+		check(decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &patch))
+		var action ActionRequest
+		check(decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &action))
+		var snap SnapshotRequest
+		check(decode(req(), httptest.NewRecorder(), DefaultMaxBodyBytes, &snap))
 	})
 }
 
