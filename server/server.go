@@ -61,6 +61,12 @@ const (
 	// DefaultBodyIdleTimeout and DefaultBodyTimeout: Config's.
 	DefaultBodyIdleTimeout = 30 * time.Second
 	DefaultBodyTimeout     = time.Minute
+	// MaxHeaderBytes bounds a request's line and headers: more is 413
+	// PAYLOAD_TOO_LARGE (field "headers"). The http.Server's own bound
+	// (HTTPMaxHeaderBytes, which jail serve sets) is higher, so that the
+	// answer is the API's and not net/http's bare 431.
+	MaxHeaderBytes     = 64 << 10
+	HTTPMaxHeaderBytes = 1 << 20
 )
 
 // Config configures a Server.
@@ -354,6 +360,8 @@ func (s *Server) Handler() http.Handler {
 			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 			t, e := s.tenant(r)
 			switch {
+			case headerBytes(r) > MaxHeaderBytes:
+				e = apiErr(CodeTooLarge, "headers", "the request line and headers are larger than %d bytes", MaxHeaderBytes)
 			case e != nil:
 			case scope != "" && !t.has(scope):
 				e = apiErr(CodeForbidden, "", "tenant %s has no scope %s, which %s needs", t.Name, scope, pattern)
@@ -458,6 +466,17 @@ func (s *Server) protect(h func() *Error) (e *Error) {
 		}
 	}()
 	return h()
+}
+
+// headerBytes is about what r's line and headers took on the wire.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }
 
 // deadlineBody wraps r's body so that each read must bring something

@@ -671,3 +671,21 @@ func TestSlowBody(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, resp.StatusCode, "1.5 s of a file that keeps coming: %s", b)
 	assert.Contains(t, string(b), `"bytes": 15`)
 }
+
+// TestHeadersTooLarge: a request whose headers pass MaxHeaderBytes is
+// answered 413 PAYLOAD_TOO_LARGE naming the headers, in the API's error
+// shape (net/http alone would answer a bare 431).
+func TestHeadersTooLarge(t *testing.T) {
+	c := unixServer(t, newTestServer(t))
+	req, _ := http.NewRequest("POST", "http://jail/v1/run", strings.NewReader(`{"argv": ["true"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Big", strings.Repeat("a", MaxHeaderBytes))
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", b)
+	e := errorOf(t, b)
+	assert.Equal(t, CodeTooLarge, e.Code)
+	assert.Equal(t, "headers", e.Field)
+}

@@ -222,7 +222,7 @@ that does not parse changes nothing and is logged.`,
 				lns = append(lns, ln)
 			}
 			hs := &http.Server{Handler: srv.Handler(), ConnContext: server.ConnContext, ReadHeaderTimeout: 10 * time.Second,
-				IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(h, slog.LevelWarn)}
+				IdleTimeout: 2 * time.Minute, MaxHeaderBytes: server.HTTPMaxHeaderBytes, ErrorLog: slog.NewLogLogger(h, slog.LevelWarn)}
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			done := make(chan error, len(lns))
