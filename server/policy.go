@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/mounts"
 	"github.com/jailrt/jail/netns"
@@ -168,11 +170,13 @@ func (tp *TenantPolicy) bindSource(m mounts.Mount, private []string) (string, st
 		}
 		return "", err.Error()
 	}
+	src := chainOf(hostPath)
 	for _, p := range private {
-		if within(hostPath, p) || within(p, hostPath) {
-			// A jail that reaches the server's socket or state (other
-			// tenants' sessions, their control sockets, the tokens)
-			// is past every wall of the server's.
+		// A jail that reaches the server's socket or state (other
+		// tenants' sessions, their control sockets, the tokens) is past
+		// every wall of the server's. By path, and by identity: another
+		// path to the same directory (a bind mount of it) is the same.
+		if within(hostPath, p) || within(p, hostPath) || reaches(src, chainOf(p)) {
 			return "", "the server's own " + p + " is there: no jail may reach the server"
 		}
 	}
@@ -264,6 +268,46 @@ func (s *Server) checkReach(spec *jail.Spec, field string) *Error {
 		}
 	}
 	return nil
+}
+
+// fileID is a file's identity: its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// idChain is the identities of a path and of each directory above it,
+// up to / (left out: every path lies under it, and the path check sees
+// a source of / itself); exists says whether the first is the path's
+// own (a socket not made yet starts with its directory).
+type idChain struct {
+	ids    []fileID
+	exists bool
+}
+
+func chainOf(p string) idChain {
+	var c idChain
+	for q := filepath.Clean(p); q != "/" && q != "."; q = filepath.Dir(q) {
+		var st unix.Stat_t
+		if unix.Stat(q, &st) != nil {
+			continue
+		}
+		if len(c.ids) == 0 {
+			c.exists = q == filepath.Clean(p)
+		}
+		c.ids = append(c.ids, fileID{uint64(st.Dev), uint64(st.Ino)}) // Dev is an int32 on some systems
+	}
+	return c
+}
+
+// reaches says whether a bind of the source whose chain is src would show
+// the private file whose chain is p: the source is that file or a
+// directory above it, or lies under that file (when it is a directory).
+func reaches(src, p idChain) bool {
+	if !src.exists || len(src.ids) == 0 {
+		return false
+	}
+	if slices.Contains(p.ids, src.ids[0]) {
+		return true // the source holds it
+	}
+	return p.exists && slices.Contains(src.ids, p.ids[0]) // the source is it, or under it
 }
 
 // within says whether path is dir or lies under it (both absolute, clean).
