@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,17 +103,25 @@ func TestGoClient(t *testing.T) {
 	assert.Equal(t, server.CodeNotFound, ae.Code)
 }
 
-// TestPythonClient runs clients/python's check against a real jail serve.
+// TestPythonClient runs clients/python's check against a real jail serve,
+// on its unix socket and over TCP with TLS and a bearer token.
 func TestPythonClient(t *testing.T) {
 	requireRoot(t)
-	s := serve(t, openDir(t))
-	dir, err := filepath.Abs("../clients/python")
+	dir := openDir(t)
+	cert, key, _ := selfSigned(t, dir)
+	tokens := filepath.Join(dir, "tokens.yaml")
+	token := newToken(t, tokens, "py", "run,sessions")
+	port := strconv.Itoa(freePort(t))
+	s := serve(t, openDir(t), "--listen", "tcp://127.0.0.1:"+port, "--tokens", tokens, "--tls-cert", cert, "--tls-key", key)
+	py, err := filepath.Abs("../clients/python")
 	require.NoError(t, err)
-	cmd := exec.Command("/usr/bin/python3", "check_jail_client.py", s.sock)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	assert.Equal(t, "ok\n", string(out))
+	for name, args := range map[string][]string{"unix": {s.sock}, "tcp": {"https://127.0.0.1:" + port, token, cert}} {
+		cmd := exec.Command("/usr/bin/python3", append([]string{"check_jail_client.py"}, args...)...)
+		cmd.Dir = py
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s: %s", name, out)
+		assert.Equal(t, "ok\n", string(out), name)
+	}
 }
 
 // TestSandbox: the same code, written against jail.Sandbox, gives the same

@@ -1,11 +1,17 @@
-"""Exercises jail_client against a real `jail serve` whose socket is argv[1];
-run by integration/clients_test.go. Exits non-zero, saying why, on the first failure."""
+"""Exercises jail_client against a real `jail serve`: on its unix socket (argv: PATH), or over TCP
+with a bearer token (argv: URL TOKEN [CAFILE], TLS checked against CAFILE); run by
+integration/clients_test.go. Exits non-zero, saying why, on the first failure."""
 
+import ssl
 import sys
 
 from jail_client import Client, JailError
 
-c = Client(sys.argv[1])
+if len(sys.argv) > 2:
+    ctx = ssl.create_default_context(cafile=sys.argv[3]) if len(sys.argv) > 3 else None
+    c = Client(url=sys.argv[1], token=sys.argv[2], ssl_context=ctx)
+else:
+    c = Client(sys.argv[1])
 assert c.health() == {"status": "ok"}
 
 r = c.run(shell="read x; echo got $x; exit 3", stdin="hi\n")
