@@ -608,6 +608,13 @@ func TestServeLoad(t *testing.T) {
 		code, _ := s.do(t, "DELETE", fmt.Sprintf("/v1/sessions/load%d", i), "")
 		assert.Equal(t, http.StatusOK, code)
 	}
+	// Nothing of theirs is left in the state directory either: no
+	// session's state, workspace or exec record (waited execs keep none).
+	left, err := filepath.Glob(filepath.Join(s.state, "tenants", "*", "*", "*"))
+	require.NoError(t, err)
+	assert.Empty(t, left, "the state directory after the sessions' removal")
+	records, _ := filepath.Glob(filepath.Join(s.state, "execs", "*"))
+	assert.Empty(t, records)
 	// The suite's host check (TestMain) then finds no process, mount or
 	// cgroup of theirs left.
 }
