@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -9,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/moby/sys/mountinfo"
 
 	"github.com/jailrt/jail"
 	"github.com/jailrt/jail/mounts"
@@ -170,13 +171,22 @@ func (tp *TenantPolicy) bindSource(m mounts.Mount, private []string) (string, st
 		}
 		return "", err.Error()
 	}
-	src := chainOf(hostPath)
+	// A jail that reaches the server's socket or state (other tenants'
+	// sessions, their control sockets, the tokens) is past every wall of
+	// the server's. By path, and by place in the file system: another
+	// path to the same directory (a bind mount of it, of a directory
+	// above it or within it, of /) is the same.
+	var mis []*mountinfo.Info
+	if len(private) > 0 {
+		var err error
+		if mis, err = mountinfo.GetMounts(nil); err != nil {
+			return "", "the server cannot read its mounts to check it: " + err.Error()
+		}
+	}
+	src, srcOK := placeOf(mis, hostPath)
 	for _, p := range private {
-		// A jail that reaches the server's socket or state (other
-		// tenants' sessions, their control sockets, the tokens) is past
-		// every wall of the server's. By path, and by identity: another
-		// path to the same directory (a bind mount of it) is the same.
-		if within(hostPath, p) || within(p, hostPath) || reaches(src, chainOf(p)) {
+		pp, ok := placeOf(mis, p)
+		if within(hostPath, p) || within(p, hostPath) || !srcOK || ok && reaches(mis, hostPath, src, pp) {
 			return "", "the server's own " + p + " is there: no jail may reach the server"
 		}
 	}
@@ -270,44 +280,51 @@ func (s *Server) checkReach(spec *jail.Spec, field string) *Error {
 	return nil
 }
 
-// fileID is a file's identity: its device and inode.
-type fileID struct{ dev, ino uint64 }
-
-// idChain is the identities of a path and of each directory above it,
-// up to / (left out: every path lies under it, and the path check sees
-// a source of / itself); exists says whether the first is the path's
-// own (a socket not made yet starts with its directory).
-type idChain struct {
-	ids    []fileID
-	exists bool
+// fsPlace is where a path is in its file system: the file system (the
+// device of its mount, as mountinfo gives it) and the path from that file
+// system's root. Two paths with the same place are the same directory,
+// whatever bind mounts lead to it.
+type fsPlace struct {
+	dev  string // major:minor
+	path string // absolute, clean, from the file system's root
 }
 
-func chainOf(p string) idChain {
-	var c idChain
-	for q := filepath.Clean(p); q != "/" && q != "."; q = filepath.Dir(q) {
-		var st unix.Stat_t
-		if unix.Stat(q, &st) != nil {
-			continue
+// placeOf finds p's place through the mounts mis (this process's
+// mount namespace), from the mount p lies under that is deepest: its
+// root within its file system, and what of p is below its mount point. p
+// is absolute and clean, its symlinks resolved; it need not exist (a
+// socket not made yet).
+func placeOf(mis []*mountinfo.Info, p string) (fsPlace, bool) {
+	var best *mountinfo.Info
+	for _, m := range mis {
+		if within(p, m.Mountpoint) && (best == nil || len(m.Mountpoint) >= len(best.Mountpoint)) {
+			best = m // the later of two mounts at one point is on top
 		}
-		if len(c.ids) == 0 {
-			c.exists = q == filepath.Clean(p)
-		}
-		c.ids = append(c.ids, fileID{uint64(st.Dev), uint64(st.Ino)}) // Dev is an int32 on some systems
 	}
-	return c
+	if best == nil {
+		return fsPlace{}, false
+	}
+	rest := strings.TrimPrefix(strings.TrimPrefix(p, best.Mountpoint), "/")
+	return fsPlace{fmt.Sprintf("%d:%d", best.Major, best.Minor), filepath.Join(best.Root, rest)}, true
 }
 
-// reaches says whether a bind of the source whose chain is src would show
-// the private file whose chain is p: the source is that file or a
-// directory above it, or lies under that file (when it is a directory).
-func reaches(src, p idChain) bool {
-	if !src.exists || len(src.ids) == 0 {
-		return false
+// reaches says whether a bind of source (at place src) would show the
+// place private: at the source itself (the same file system, one within
+// the other there), or through a mount below it, which a bind carries
+// along (binds are recursive).
+func reaches(mis []*mountinfo.Info, source string, src, private fsPlace) bool {
+	overlaps := func(a fsPlace) bool {
+		return a.dev == private.dev && (within(a.path, private.path) || within(private.path, a.path))
 	}
-	if slices.Contains(p.ids, src.ids[0]) {
-		return true // the source holds it
+	if overlaps(src) {
+		return true
 	}
-	return p.exists && slices.Contains(src.ids, p.ids[0]) // the source is it, or under it
+	for _, m := range mis {
+		if m.Mountpoint != source && within(m.Mountpoint, source) && overlaps(fsPlace{fmt.Sprintf("%d:%d", m.Major, m.Minor), m.Root}) {
+			return true
+		}
+	}
+	return false
 }
 
 // within says whether path is dir or lies under it (both absolute, clean).
