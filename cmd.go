@@ -79,15 +79,10 @@ type Cmd struct {
 	// purpose, to show the second wall holds.
 	testHook func(*launch)
 	l        *launch
-	// session is the session a Cmd of Session.Command joins, and
-	// sessionEnv and sessionCwd the defaults its Spec was made with: left
-	// as they are, the session's defaults when the command starts are
-	// taken (a Session.Update since may have changed them).
-	session    *Session
-	sessionEnv []string
-	sessionCwd string
+	// session is the session a Cmd of Session.Command joins.
+	session *Session
 	// extraEnv is set over the command's environment when it starts
-	// (Session.Exec's ExecOptions.Env: over the session's defaults then).
+	// (Session.Exec's ExecOptions.Env).
 	extraEnv []string
 	// sessionInit is a session's init/ group, its PID 1's (Create).
 	sessionInit *cgroup.Group

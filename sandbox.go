@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -68,6 +69,11 @@ type ExecOptions struct {
 func (s *Session) Exec(ctx context.Context, argv []string, o ExecOptions) (*Result, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, &SpecError{Field: "command", Value: "", Err: errors.New("is empty")}
+	}
+	for i, kv := range o.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, &SpecError{Field: "env[" + strconv.Itoa(i) + "]", Value: kv, Err: errors.New("want KEY=VALUE")}
+		}
 	}
 	c := s.Command(ctx, argv[0], argv[1:]...)
 	c.Capture, c.Stdin = true, o.Stdin

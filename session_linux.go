@@ -999,8 +999,17 @@ func (m *Sessions) GC() ([]string, error) {
 // SessionID and ExecID set. The command is killed with everything it
 // started when it ends or times out; the session goes on.
 func (s *Session) Command(ctx context.Context, name string, args ...string) *Cmd {
-	c := Command(ctx, s.st.Spec, name, args...)
-	c.session, c.sessionEnv, c.sessionCwd = s, slices.Clone(s.st.Spec.Env), s.st.Spec.Cwd
+	// The session's Spec as it is now: Update (from this Session, or
+	// another process) may have changed its default env and cwd since s
+	// was loaded. One read of the memoized state (readSharedState).
+	spec := s.st.Spec
+	if base, err := s.m.dir(); err == nil {
+		if st, err := readSharedState(filepath.Join(base, s.id), s.id); err == nil {
+			spec = st.Spec
+		}
+	}
+	c := Command(ctx, spec, name, args...)
+	c.session = s
 	c.execID = newSessionID()
 	c.HelperPath = s.m.HelperPath
 	c.Logger = s.m.Logger
@@ -1115,12 +1124,6 @@ func (c *Cmd) joinSteps() []hostStep {
 // join plan, and a process from its template with this Cmd's command,
 // environment and working directory.
 func (c *Cmd) planJoin(st *sessionState) error {
-	if slices.Equal(c.Spec.Env, c.sessionEnv) {
-		c.Spec.Env = st.Spec.Env // not the caller's: the session's default now
-	}
-	if c.Spec.Cwd == c.sessionCwd {
-		c.Spec.Cwd = st.Spec.Cwd
-	}
 	if len(c.extraEnv) > 0 {
 		c.Spec.Env = setEnv(slices.Clone(c.Spec.env()), c.extraEnv)
 	}

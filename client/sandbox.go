@@ -20,7 +20,10 @@ import (
 
 // Session is a session of the server as a [jail.Sandbox]: the methods of
 // a *jail.Session of this host, over the server's API. Its methods that
-// take no context use the one [Client.Sandbox] was given.
+// take no context (Inspect, Touch, Pause, Resume, Update, Remove) use the
+// one [Client.Sandbox] was given: give it one that lives as long as the
+// handle, not one request's; Remove, which is clean-up, is not cut short
+// by its cancellation.
 type Session struct {
 	c   *Client
 	id  string
@@ -71,11 +74,21 @@ func (s *Session) Exec(ctx context.Context, argv []string, o jail.ExecOptions) (
 			r.StdinB64 = base64.StdEncoding.EncodeToString(b)
 		}
 	}
-	return s.c.Exec(ctx, s.id, r)
+	res, err := s.c.Exec(ctx, s.id, r)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // Inspect returns the session's document.
-func (s *Session) Inspect() (*jail.SessionInfo, error) { return s.c.Session(s.ctx, s.id) }
+func (s *Session) Inspect() (*jail.SessionInfo, error) {
+	info, err := s.c.Session(s.ctx, s.id)
+	if err != nil {
+		return nil, err
+	}
+	return info, nil
+}
 
 func (s *Session) action(ctx context.Context, name string, req *server.ActionRequest) error {
 	var body io.Reader
@@ -112,7 +125,10 @@ func (s *Session) Snapshot(ctx context.Context, name string) (*jail.SnapshotInfo
 		return nil, err
 	}
 	var info jail.SnapshotInfo
-	return &info, s.c.do(ctx, "POST", s.path()+"/snapshots", body, "application/json", &info)
+	if err := s.c.do(ctx, "POST", s.path()+"/snapshots", body, "application/json", &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
 }
 
 // Restore puts the files of snapshot (an id or a name) back in the
@@ -211,6 +227,6 @@ func (s *Session) Remove() (int, error) {
 	var out struct {
 		Killed int `json:"killed"`
 	}
-	err := s.c.do(s.ctx, "DELETE", s.path(), nil, "", &out)
+	err := s.c.do(context.WithoutCancel(s.ctx), "DELETE", s.path(), nil, "", &out)
 	return out.Killed, err
 }

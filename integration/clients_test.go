@@ -149,7 +149,7 @@ func TestSandbox(t *testing.T) {
 		Out, Env, Cwd, In, Timeout, Missing string
 		File, Listed                        string
 		Stat, Link                          jail.FileInfo
-		Recent, IntoOut, Setuid             bool
+		Recent, IntoOut, Setuid, BadEnv     bool
 		Restored, Gone, Paused, Resumed     string
 		Removed                             bool
 	}
@@ -221,8 +221,12 @@ func TestSandbox(t *testing.T) {
 		o.Paused = string(in.State)
 		require.NoError(t, sb.Resume())
 		require.NoError(t, sb.Touch())
-		require.NoError(t, sb.Update(jail.SessionUpdate{Env: []string{"PATH=/usr/bin:/bin", "FROM=update"}}))
-		o.Resumed = exec([]string{"sh", "-c", "echo $FROM"}, jail.ExecOptions{}).Stdout
+		tmp := "/tmp"
+		require.NoError(t, sb.Update(jail.SessionUpdate{Env: []string{"PATH=/usr/bin:/bin", "FROM=update"}, Cwd: &tmp}))
+		o.Resumed = exec([]string{"sh", "-c", "echo $FROM; pwd"}, jail.ExecOptions{}).Stdout
+		o.Resumed += exec([]string{"pwd"}, jail.ExecOptions{Cwd: "/workspace"}).Stdout // the default it had: still the caller's
+		_, err = sb.Exec(ctx, []string{"true"}, jail.ExecOptions{Env: []string{"NOEQUALS"}})
+		o.BadEnv = err != nil
 		_, err = sb.Remove()
 		require.NoError(t, err)
 		_, err = sb.Inspect()
@@ -238,6 +242,6 @@ func TestSandbox(t *testing.T) {
 		Link:   jail.FileInfo{Name: "link", Path: "/workspace/link", Type: "symlink", Size: 18, UID: 1000, GID: 1000, Target: "/workspace/d/f.txt"},
 		Recent: true, IntoOut: true, Setuid: true,
 		Listed: "/workspace/d/f.txt file 9 -rw-r-----;/workspace/d/g.txt file 4 -rw-r--r--;", Gone: "true", Restored: "two\n",
-		Paused: "paused", Resumed: "update\n", Removed: true,
+		Paused: "paused", Resumed: "update\n/tmp\n/workspace\n", BadEnv: true, Removed: true,
 	}, here)
 }

@@ -609,12 +609,13 @@ func TestServeLoad(t *testing.T) {
 		assert.Equal(t, http.StatusOK, code)
 	}
 	// Nothing of theirs is left in the state directory either: no
-	// session's state, workspace or exec record (waited execs keep none).
+	// session's state or workspace.
+	dirs, err := filepath.Glob(filepath.Join(s.state, "tenants", "*", "*"))
+	require.NoError(t, err)
+	require.NotEmpty(t, dirs, "the tenant's sessions and workspaces directories")
 	left, err := filepath.Glob(filepath.Join(s.state, "tenants", "*", "*", "*"))
 	require.NoError(t, err)
 	assert.Empty(t, left, "the state directory after the sessions' removal")
-	records, _ := filepath.Glob(filepath.Join(s.state, "execs", "*"))
-	assert.Empty(t, records)
 	// The suite's host check (TestMain) then finds no process, mount or
 	// cgroup of theirs left.
 }
@@ -856,19 +857,28 @@ func TestServeEndpoints(t *testing.T) {
 	assert.NotContains(t, string(b), `"id": "e2"`)
 
 	// A retry while the first is under way: 409 BUSY, retryable.
+	// Whichever of these arrives first runs the command; the others,
+	// while it runs, are BUSY, and after it the first's answer.
+	busy := `{"shell": "echo run >> /workspace/busy; sleep 3"}`
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		code, b := s.do(t, "POST", "/v1/sessions/e1/exec", `{"argv": ["sleep", "3"]}`, "Idempotency-Key", "busy-1")
-		assert.Equal(t, http.StatusOK, code, "%s", b)
+		code, b := s.do(t, "POST", "/v1/sessions/e1/exec", busy, "Idempotency-Key", "busy-1")
+		assert.Contains(t, []int{http.StatusOK, http.StatusConflict}, code, "%s", b)
 	}()
-	time.Sleep(500 * time.Millisecond) // the first is under way
-	code, b = s.do(t, "POST", "/v1/sessions/e1/exec", `{"argv": ["sleep", "3"]}`, "Idempotency-Key", "busy-1")
-	require.Equal(t, http.StatusConflict, code, "%s", b)
+	require.Eventually(t, func() bool {
+		code, b = s.do(t, "POST", "/v1/sessions/e1/exec", busy, "Idempotency-Key", "busy-1")
+		return code == http.StatusConflict
+	}, 2500*time.Millisecond, 50*time.Millisecond, "no BUSY while the first ran")
 	e := apiError(t, b)
 	assert.Equal(t, server.CodeBusy, e.Code)
 	assert.True(t, e.Retryable)
 	<-done
+	code, b = s.do(t, "POST", "/v1/sessions/e1/exec", busy, "Idempotency-Key", "busy-1")
+	assert.Equal(t, http.StatusOK, code, "after it, its answer: %s", b)
+	code, b = s.do(t, "GET", "/v1/sessions/e1/files/workspace/busy", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.Equal(t, "run\n", string(b), "the command ran once")
 
 	// A snapshot past the tenant's snapshot_bytes: 507, and not kept.
 	code, b = s.do(t, "PUT", "/v1/sessions/e1/files/workspace/big", strings.Repeat("x", 64<<10))

@@ -388,8 +388,8 @@ func (s *Server) idempotent(w *statusRecorder, r *http.Request, t Tenant, h func
 	if len(key) > maxKeyLength || strings.ContainsFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
 		return apiErr(CodeBadRequest, "Idempotency-Key", "Idempotency-Key: want 1 to %d printable ASCII characters", maxKeyLength)
 	}
-	if ct := r.Header.Get("Content-Type"); ct == "" || strings.HasPrefix(ct, "application/json") {
-		boundBody(r) // a JSON request's; an exec's stdin keeps its own pace
+	if !strings.HasSuffix(r.URL.Path, "/stdin") {
+		boundBody(r) // a JSON request's, whatever its Content-Type says; an exec's stdin keeps its own pace
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {

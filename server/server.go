@@ -66,7 +66,7 @@ const (
 	// (HTTPMaxHeaderBytes, which jail serve sets) is higher, so that the
 	// answer is the API's and not net/http's bare 431.
 	MaxHeaderBytes     = 64 << 10
-	HTTPMaxHeaderBytes = 1 << 20
+	HTTPMaxHeaderBytes = 2 * MaxHeaderBytes
 )
 
 // Config configures a Server.
@@ -470,7 +470,7 @@ func (s *Server) protect(h func() *Error) (e *Error) {
 
 // headerBytes is about what r's line and headers took on the wire.
 func headerBytes(r *http.Request) int {
-	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len(r.Host) + 10 // net/http takes Host out of Header
 	for k, vs := range r.Header {
 		for _, v := range vs {
 			n += len(k) + len(v) + 4

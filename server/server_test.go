@@ -688,4 +688,14 @@ func TestHeadersTooLarge(t *testing.T) {
 	e := errorOf(t, b)
 	assert.Equal(t, CodeTooLarge, e.Code)
 	assert.Equal(t, "headers", e.Field)
+
+	// Host counts too (net/http takes it out of the Header map).
+	req, _ = http.NewRequest("POST", "http://jail/v1/run", strings.NewReader(`{"argv": ["true"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Host = strings.Repeat("h", MaxHeaderBytes)
+	resp, err = c.Do(req)
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", b)
 }
