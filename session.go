@@ -243,11 +243,18 @@ func commandSpec(session, cmd Spec) (Spec, error) {
 	spec := session
 	spec.Env, spec.Cwd, spec.Timeout, spec.CPUTime, spec.KillGrace, spec.OutputLimitBytes =
 		cmd.Env, cmd.Cwd, cmd.Timeout, cmd.CPUTime, cmd.KillGrace, cmd.OutputLimitBytes
+	// What no caller can set is the session's: the overlay's fields,
+	// which the state file does not hold (a Spec read from it has them
+	// zero; one of a session being made has them set).
+	cmd.overlayBytes, cmd.overlayTree = session.overlayBytes, session.overlayTree
 	if !reflect.DeepEqual(spec, cmd) {
 		field := "spec"
 		t := reflect.TypeFor[Spec]()
 		a, b := reflect.ValueOf(spec), reflect.ValueOf(cmd)
 		for i := range t.NumField() {
+			if !t.Field(i).IsExported() {
+				continue
+			}
 			if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
 				field, _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
 				break

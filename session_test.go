@@ -74,6 +74,20 @@ func TestCommandSpec(t *testing.T) {
 			assert.Equal(t, tc.field, se.Field)
 		})
 	}
+
+	// The overlay's fields are not a caller's: a Spec read from the
+	// state file has them zero, the session being made has them set.
+	made := session
+	made.overlayBytes, made.overlayTree = 1<<20, "/layers"
+	got, err := commandSpec(made, session)
+	require.NoError(t, err)
+	assert.Equal(t, made, got)
+	other := session
+	other.Hostname = "other"
+	_, err = commandSpec(made, other)
+	var se *SpecError
+	require.ErrorAs(t, err, &se, "the exported field that differs is named, never an unexported one")
+	assert.Equal(t, "hostname", se.Field)
 }
 
 // TestSessionsAPI drives sessions through the Go API: typed errors, a

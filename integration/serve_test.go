@@ -857,19 +857,21 @@ func TestServeEndpoints(t *testing.T) {
 	assert.NotContains(t, string(b), `"id": "e2"`)
 
 	// A retry while the first is under way: 409 BUSY, retryable.
-	// Whichever of these arrives first runs the command; the others,
-	// while it runs, are BUSY, and after it the first's answer.
+	// The first runs the command; once its exec runs (the key was taken
+	// before), the same request is BUSY; after it, the first's answer.
 	busy := `{"shell": "echo run >> /workspace/busy; sleep 3"}`
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		code, b := s.do(t, "POST", "/v1/sessions/e1/exec", busy, "Idempotency-Key", "busy-1")
-		assert.Contains(t, []int{http.StatusOK, http.StatusConflict}, code, "%s", b)
+		assert.Equal(t, http.StatusOK, code, "%s", b)
 	}()
 	require.Eventually(t, func() bool {
-		code, b = s.do(t, "POST", "/v1/sessions/e1/exec", busy, "Idempotency-Key", "busy-1")
-		return code == http.StatusConflict
-	}, 2500*time.Millisecond, 50*time.Millisecond, "no BUSY while the first ran")
+		_, b := s.do(t, "GET", "/v1/sessions/e1/exec", "")
+		return strings.Contains(string(b), `"state": "running"`)
+	}, 10*time.Second, 20*time.Millisecond, "the first exec runs")
+	code, b = s.do(t, "POST", "/v1/sessions/e1/exec", busy, "Idempotency-Key", "busy-1")
+	require.Equal(t, http.StatusConflict, code, "%s", b)
 	e := apiError(t, b)
 	assert.Equal(t, server.CodeBusy, e.Code)
 	assert.True(t, e.Retryable)

@@ -618,9 +618,7 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 			}
 			s.record(x)
 		})
-		if testPanic != nil {
-			testPanic("exec")
-		}
+		testHook("exec")
 		t0 := time.Now()
 		waiting = true
 		err := c.Wait()

@@ -482,9 +482,7 @@ func removeLeft(m *jail.Sessions, log *slog.Logger, pool string) {
 // made stays right.
 func (p *pool) safeMake(ctx context.Context) (m *member, err error) {
 	defer p.s.survive("pool "+p.cfg.Name+" member", func() { m, err = nil, errors.New("internal error making a member (a panic, logged)") })
-	if testPanic != nil {
-		testPanic("pool")
-	}
+	testHook("pool")
 	return p.make(ctx)
 }
 

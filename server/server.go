@@ -555,8 +555,15 @@ func (s *Server) survive(what string, then func()) {
 }
 
 // testPanic, when a test sets it, is called where the server's own
-// goroutines begin their work (what: "exec", "batch"), to make them panic.
-var testPanic func(what string)
+// goroutines begin their work (testHook; what: "exec", "batch", "pool"),
+// to make them panic.
+var testPanic atomic.Pointer[func(what string)]
+
+func testHook(what string) {
+	if f := testPanic.Load(); f != nil {
+		(*f)(what)
+	}
+}
 
 type statusRecorder struct {
 	http.ResponseWriter
@@ -1142,9 +1149,7 @@ func (s *Server) runBatch(w http.ResponseWriter, r *http.Request, t Tenant) *Err
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			defer s.survive("batch run", func() { out[i].Error = apiErr(CodeInternal, "", "internal error") })
-			if testPanic != nil {
-				testPanic("batch")
-			}
+			testHook("batch")
 			release, e := s.acquire(t)
 			if e != nil {
 				out[i].Error = e

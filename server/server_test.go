@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -479,8 +480,9 @@ func TestSurvivePanic(t *testing.T) {
 	code, b := do(t, c, "POST", "/v1/sessions", `{"id": "p"}`)
 	require.Equal(t, http.StatusCreated, code, "%s", b)
 	t.Cleanup(func() { do(t, c, "DELETE", "/v1/sessions/p", "") })
-	testPanic = func(what string) { panic("test panic in " + what) }
-	t.Cleanup(func() { testPanic = nil })
+	setPanic := func(f func(string)) { testPanic.Store(&f) }
+	setPanic(func(what string) { panic("test panic in " + what) })
+	t.Cleanup(func() { testPanic.Store(nil) })
 
 	code, b = do(t, c, "POST", "/v1/sessions/p/exec", `{"argv": ["sleep", "60"]}`)
 	assert.Equal(t, http.StatusInternalServerError, code, "%s", b)
@@ -501,13 +503,12 @@ func TestSurvivePanic(t *testing.T) {
 
 	// A pool whose first member's making panics: one failure, then the
 	// filler goes on and the pool fills.
-	panicked := false
-	testPanic = func(what string) {
-		if what == "pool" && !panicked {
-			panicked = true
+	var panicked atomic.Bool
+	setPanic(func(what string) {
+		if what == "pool" && panicked.CompareAndSwap(false, true) {
 			panic("test panic in pool")
 		}
-	}
+	})
 	pf, err := ParsePools([]byte("pools: [{name: p1, profile: strict, min_ready: 1, max: 2}]"))
 	require.NoError(t, err)
 	require.NoError(t, s.Reload(nil, nil, pf))
@@ -521,7 +522,7 @@ func TestSurvivePanic(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the pool filled after the panic")
 	assert.Contains(t, log.String(), "test panic in pool")
 
-	testPanic = nil
+	testPanic.Store(nil)
 	code, b = do(t, c, "POST", "/v1/sessions/p/exec", `{"argv": ["echo", "alive"]}`)
 	require.Equal(t, http.StatusOK, code, "%s", b)
 	assert.Contains(t, string(b), `"stdout": "alive\n"`)
