@@ -791,19 +791,27 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 		}
 		return nil
 	}
+	answered, e := x.answer(w, r)
+	if !answered && !req.Detach {
+		x.cancel() // the client went away: so does its command
+	}
+	return e
+}
+
+// answer waits for x's end and answers with its result, or returns its
+// error for the caller to answer; answered is false when the client went
+// away first (nothing is answered).
+func (x *execEntry) answer(w http.ResponseWriter, r *http.Request) (answered bool, e *Error) {
 	w.Header().Set("X-Jail-Exec", x.id)
 	if !x.wait(r.Context()) {
-		if !req.Detach {
-			x.cancel()
-		}
-		return nil // no one to answer
+		return false, nil
 	}
 	in := x.info()
 	if in.Error != nil {
-		return in.Error
+		return true, in.Error
 	}
 	writeJSON(w, http.StatusOK, in.Result)
-	return nil
+	return true, nil
 }
 
 // execOf is the exec the path names, of the tenant's session.

@@ -498,14 +498,6 @@ func (s *Server) replayExec(w http.ResponseWriter, r *http.Request, t Tenant, re
 		_ = x.follow(r.Context(), w, 1, f, false)
 		return nil
 	}
-	w.Header().Set("X-Jail-Exec", x.id)
-	if !x.wait(r.Context()) {
-		return nil // no one to answer
-	}
-	in := x.info()
-	if in.Error != nil {
-		return in.Error
-	}
-	writeJSON(w, http.StatusOK, in.Result)
-	return nil
+	_, e := x.answer(w, r)
+	return e
 }

@@ -656,21 +656,7 @@ func (s *Server) acquire(t Tenant) (func(), *Error) {
 	if q := t.Policy.Quotas.Execs; q > 0 {
 		limit = q
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running[t.Name] >= limit {
-		return nil, apiErr(CodeCapacity, "", "tenant %s has %d runs and commands under way, its limit", t.Name, limit)
-	}
-	s.running[t.Name]++
-	s.m.inflight.add(1)
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.running[t.Name]--; s.running[t.Name] == 0 {
-			delete(s.running, t.Name)
-		}
-		s.m.inflight.add(-1)
-	}, nil
+	return s.take(s.running, t.Name, limit, "runs and commands under way", func(d int) { s.m.inflight.add(float64(d)) })
 }
 
 // acquireStream takes one of the tenant's followers of exec events, or
@@ -681,17 +667,30 @@ func (s *Server) acquireStream(t Tenant) (func(), *Error) {
 	if q := t.Policy.Quotas.Streams; q > 0 {
 		limit = q
 	}
+	return s.take(s.streams, t.Name, limit, "event streams open", nil)
+}
+
+// take counts one more of a tenant's in counts (runs, streams), under
+// s.mu, or answers CAPACITY at limit; then calls on(1), and its release
+// on(-1) (nil: nothing).
+func (s *Server) take(counts map[string]int, tenant string, limit int, what string, on func(int)) (func(), *Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.streams[t.Name] >= limit {
-		return nil, apiErr(CodeCapacity, "", "tenant %s has %d event streams open, its limit", t.Name, limit)
+	if counts[tenant] >= limit {
+		return nil, apiErr(CodeCapacity, "", "tenant %s has %d %s, its limit", tenant, limit, what)
 	}
-	s.streams[t.Name]++
+	counts[tenant]++
+	if on != nil {
+		on(1)
+	}
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.streams[t.Name]--; s.streams[t.Name] == 0 {
-			delete(s.streams, t.Name)
+		if counts[tenant]--; counts[tenant] == 0 {
+			delete(counts, tenant)
+		}
+		if on != nil {
+			on(-1)
 		}
 	}, nil
 }
