@@ -19,6 +19,7 @@ import (
 
 	jail "github.com/jailrt/jail"
 	"github.com/jailrt/jail/client"
+	"github.com/jailrt/jail/internal/openapitest"
 	"github.com/jailrt/jail/profiles"
 	"github.com/jailrt/jail/server"
 )
@@ -28,6 +29,8 @@ func TestGoClient(t *testing.T) {
 	requireRoot(t)
 	s := serve(t, openDir(t))
 	c := client.Unix(s.sock)
+	// Every answer the client reads is checked against openapi.yaml.
+	c.HTTP.Transport = openapitest.NewChecker(t, "../schema/openapi.yaml").Transport(t, c.HTTP.Transport)
 	ctx := context.Background()
 
 	res, err := c.Run(ctx, client.RunRequest{Command: client.Command{Shell: "echo hi; exit 3"}})

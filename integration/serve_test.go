@@ -86,9 +86,10 @@ func serve(t *testing.T, state string, flags ...string) *served {
 			}
 		}
 	})
-	s.client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	// Every answer is checked against what schema/openapi.yaml documents.
+	s.client = &http.Client{Transport: openapitest.NewChecker(t, "../schema/openapi.yaml").Transport(t, &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", s.sock)
-	}}}
+	}})}
 	require.Eventually(t, func() bool {
 		resp, err := s.client.Get("http://jail/v1/health")
 		if err != nil {
@@ -106,7 +107,12 @@ func (s *served) do(t *testing.T, method, path, body string, header ...string) (
 	req, err := http.NewRequest(method, "http://jail"+path, strings.NewReader(body))
 	require.NoError(t, err)
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		// A file's or an exec's stdin bytes; JSON elsewhere.
+		ct := "application/json"
+		if p, _, _ := strings.Cut(path, "?"); strings.Contains(p, "/files/") || strings.HasSuffix(p, "/stdin") {
+			ct = "application/octet-stream"
+		}
+		req.Header.Set("Content-Type", ct)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])

@@ -642,7 +642,11 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 			langs = append(langs, l)
 		}
 	}
-	writeJSON(w, http.StatusOK, Info{Version: s.cfg.Version, Tenant: t, Profiles: profiles.Names(), Languages: langs, Host: s.cfg.Host})
+	host := s.cfg.Host
+	if host == nil {
+		host = []map[string]any{} // an array, as documented, when no check ran (a Server of tests)
+	}
+	writeJSON(w, http.StatusOK, Info{Version: s.cfg.Version, Tenant: t, Profiles: profiles.Names(), Languages: langs, Host: host})
 	return nil
 }
 

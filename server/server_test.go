@@ -39,9 +39,21 @@ func unixServer(t *testing.T, s *Server) *http.Client {
 	hs := &http.Server{Handler: s.Handler(), ConnContext: ConnContext}
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { hs.Close() })
-	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	return &http.Client{Transport: openapiChecker(t).Transport(t, &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	}})}
+}
+
+var (
+	checkerOnce sync.Once
+	checker     *openapitest.Checker
+)
+
+// openapiChecker checks every answer of a test's client against
+// schema/openapi.yaml (read once for the package's tests).
+func openapiChecker(t *testing.T) *openapitest.Checker {
+	checkerOnce.Do(func() { checker = openapitest.NewChecker(t, "../schema/openapi.yaml") })
+	return checker
 }
 
 func newTestServer(t *testing.T) *Server {
