@@ -114,6 +114,8 @@ type Cmd struct {
 	end             time.Time
 	exited          *nsexec.Msg     // MsgExited
 	workloadStarted bool            // MsgStarted: the workload's execve succeeded
+	workloadPID     int             // its pid in the jail's PID namespace (WorkloadPID)
+	startedCh       chan struct{}   // closed at MsgStarted
 	lateErr         *nsexec.Msg     // MsgSetupError from PID 1 after MsgStarted
 	execErr         *nsexec.Msg     // MsgExecError
 	seccomp         []nsexec.Msg    // MsgSeccomp events

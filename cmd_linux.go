@@ -951,7 +951,7 @@ func (c *Cmd) release() error {
 	if c.stdinRelay != nil {
 		go c.stdinRelay.run() // only now: no input is taken from the caller for a jail that never ran
 	}
-	c.monitor = make(chan struct{})
+	c.monitor, c.startedCh = make(chan struct{}), make(chan struct{})
 	go c.watch()
 	if t := time.Duration(c.Spec.CPUTime); t > 0 && c.cg != nil {
 		go c.watchCPUTime(t)
@@ -1120,13 +1120,68 @@ func (c *Cmd) watch() {
 		case nsexec.MsgSetupError: // PID 1 failed after the workload started
 			c.lateErr = &m
 		case nsexec.MsgStarted:
-			c.workloadStarted = true
-			if c.l.cloneflags&cloneNewPID == 0 {
-				c.group = int(m.Status)
+			if c.workloadStarted {
+				break
 			}
+			c.workloadStarted = true
+			pid := int(m.Status) // in the stage's PID namespace
+			if c.l.cloneflags&cloneNewPID == 0 {
+				c.group = pid
+			}
+			if c.l.plan.Flags&nsexec.FlagJoin != 0 {
+				// A session's command: the joining stage is in ours, its
+				// workload in the session's.
+				pid = innermostPID(pid, c.child.Pid())
+			}
+			c.workloadPID = pid
+			close(c.startedCh)
 		}
 		c.mu.Unlock()
 	}
+}
+
+// WorkloadPID waits until the workload has started (its execve
+// succeeded) or the jail has ended without it, and returns the workload's
+// pid as the jail's processes see it: in the jail's PID namespace, for a
+// session's command the session's. It is 0 when the workload never
+// started, and when a session's command ended and was reaped before its
+// pid could be read. Before Start it is 0 at once.
+func (c *Cmd) WorkloadPID() int {
+	if c.monitor == nil {
+		return 0
+	}
+	select {
+	case <-c.startedCh:
+	case <-c.monitor:
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.workloadPID
+}
+
+// innermostPID is the pid in its own PID namespace of the process pid (in
+// ours), when it is still parent's child: read from its NSpid after the
+// fact, it may be gone, and its pid another's.
+func innermostPID(pid, parent int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	var ppid, inner int
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			ppid, _ = strconv.Atoi(strings.TrimSpace(v))
+		} else if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				inner, _ = strconv.Atoi(f[len(f)-1])
+			}
+		}
+	}
+	if ppid != parent {
+		return 0
+	}
+	return inner
 }
 
 // endStragglers ends what is left of a jail without a PID namespace once

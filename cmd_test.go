@@ -113,6 +113,29 @@ func TestCommand(t *testing.T) {
 	}
 }
 
+// TestCommandWorkloadPID: a run's workload pid is its own in the jail's
+// PID namespace; a workload that never started has none.
+func TestCommandWorkloadPID(t *testing.T) {
+	requireJail(t)
+	c := Command(context.Background(), Spec{}, "sh", "-c", "echo $$")
+	c.Capture = true
+	require.NoError(t, c.Start())
+	pid := c.WorkloadPID()
+	require.NoError(t, c.Wait())
+	assert.Greater(t, pid, 1, "not the jail's PID 1")
+	assert.Equal(t, fmt.Sprintf("%d\n", pid), c.Result.Stdout)
+
+	// A directory cannot be executed: the jail starts, its workload never does.
+	c = Command(context.Background(), Spec{}, "/etc")
+	assert.Zero(t, c.WorkloadPID(), "before Start")
+	if err := c.Start(); err == nil { // Start may see the execve's failure, or Wait
+		assert.Zero(t, c.WorkloadPID())
+		assert.ErrorContains(t, c.Wait(), "execve")
+	} else {
+		assert.Zero(t, c.WorkloadPID())
+	}
+}
+
 func TestCommandReport(t *testing.T) {
 	requireJail(t)
 	c := Command(context.Background(), Spec{}, "true")

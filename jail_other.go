@@ -24,6 +24,9 @@ func (c *Cmd) Prepare() error { return c.Start() }
 // Discard does nothing.
 func (c *Cmd) Discard() {}
 
+// WorkloadPID is 0: nothing runs here.
+func (c *Cmd) WorkloadPID() int { return 0 }
+
 // Signal reports ErrNotSupported.
 func (c *Cmd) Signal(os.Signal) error { return c.Start() }
 

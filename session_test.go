@@ -2,6 +2,7 @@ package jail
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -140,6 +141,16 @@ func TestSessionsAPI(t *testing.T) {
 	c.Capture = true
 	require.NoError(t, c.Run())
 	assert.NotEmpty(t, c.Result.Stdout, "a file of the previous command")
+
+	// WorkloadPID is the command's pid in the session, as it sees its own.
+	c = s.Command(ctx, "sh", "-c", "echo $$; sleep 0.1")
+	c.Capture = true
+	assert.Zero(t, c.WorkloadPID(), "before Start")
+	require.NoError(t, c.Start())
+	pid := c.WorkloadPID()
+	require.NoError(t, c.Wait())
+	assert.Greater(t, pid, 1)
+	assert.Equal(t, fmt.Sprintf("%d\n", pid), c.Result.Stdout)
 
 	c = s.Command(ctx, "true")
 	c.Spec.Hostname = "other"

@@ -206,6 +206,7 @@ type Event struct {
 	Seq      int           `json:"seq"`
 	Event    string        `json:"event"` // start, stdout, stderr, keepalive, lost, exit, error
 	Exec     string        `json:"exec,omitempty"`
+	PID      int           `json:"pid,omitempty"` // start: the command's pid in the session
 	Data     string        `json:"data,omitempty"`
 	Encoding string        `json:"encoding,omitempty"`
 	From     int           `json:"from,omitempty"`

@@ -250,6 +250,13 @@ func TestServeRunsAndSessions(t *testing.T) {
 	assert.Equal(t, "one\n\xff", out)
 	assert.True(t, base64Seen, "bytes that are not UTF-8 come as base64")
 	assert.Equal(t, "two\n", errs)
+	// The start event's pid is the command's in the session, as it sees
+	// its own.
+	events = s.stream(t, "/v1/sessions/s1/exec", `{"shell": "echo $$; sleep 0.1"}`, nil)
+	require.NotEmpty(t, events)
+	require.Equal(t, "start", events[0]["event"])
+	require.Contains(t, events[0], "pid", "%v", events[0])
+	assert.Equal(t, fmt.Sprintf("%v\n", events[0]["pid"]), events[len(events)-1]["result"].(map[string]any)["stdout"])
 
 	// A client that goes away ends its command: nothing is left running.
 	ctx, cancel := context.WithCancel(context.Background())

@@ -65,9 +65,12 @@ const (
 
 // ExecInfo is the document of an exec.
 type ExecInfo struct {
-	ID        string     `json:"id"`
-	Session   string     `json:"session"`
-	Argv      []string   `json:"argv"`
+	ID      string   `json:"id"`
+	Session string   `json:"session"`
+	Argv    []string `json:"argv"`
+	// PID is the workload's pid in the session's PID namespace, once it
+	// started (0, left out: not known).
+	PID       int        `json:"pid,omitempty"`
 	State     string     `json:"state"`
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
@@ -99,7 +102,12 @@ type execEntry struct {
 	// Config.StreamWriteTimeout.
 	keepalive, writeTimeout time.Duration
 
+	// gate holds the command's output until its start event is out (with
+	// the workload's pid, known only once it started).
+	gate chan struct{}
+
 	mu      sync.Mutex
+	pid     int           // the workload's pid in the session (WorkloadPID); 0 unknown
 	changed chan struct{} // closed and made anew at every change
 	events  []event       // events[head:] are kept
 	head    int
@@ -189,6 +197,9 @@ func (x *execEntry) dropLocked() {
 // client reading lines needs no more than a small buffer.
 func (x *execEntry) output(stream string) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
+		if x.gate != nil {
+			<-x.gate
+		}
 		for rest := p; len(rest) > 0; {
 			n := min(len(rest), maxEventData)
 			for back := 0; n < len(rest) && back < utf8.UTFMax && n > 1 && !utf8.RuneStart(rest[n]); back++ {
@@ -248,7 +259,7 @@ func (x *execEntry) closeStdin() {
 func (x *execEntry) info() *ExecInfo {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	in := &ExecInfo{ID: x.id, Session: x.session, Argv: x.argv, State: ExecRunning, StartedAt: x.started, NextSeq: x.next,
+	in := &ExecInfo{ID: x.id, Session: x.session, Argv: x.argv, PID: x.pid, State: ExecRunning, StartedAt: x.started, NextSeq: x.next,
 		FirstSeq: x.next, Stdin: x.stdinOpen.Load(), Result: x.result, Error: x.err}
 	if x.head < len(x.events) {
 		in.FirstSeq = x.events[x.head].seq
@@ -565,7 +576,9 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		c.Stdout, c.Stderr = x.output("stdout"), x.output("stderr")
 	}
 	x.cmd = c
+	x.gate = make(chan struct{})
 	fail := func(err error) (*execEntry, *Error) {
+		close(x.gate)
 		cancel()
 		release()
 		if pr != nil {
@@ -575,12 +588,20 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		s.m.results.inc("exec", "error")
 		return nil, asAPIError(err, "spec")
 	}
-	// start is the first event: published before the command starts,
-	// whose first output may come before this goroutine runs again.
-	x.publish(map[string]any{"event": "start", "exec": x.id}, true)
 	if err := c.Start(); err != nil {
 		return fail(err)
 	}
+	// start is the first event, with the workload's pid: the command's
+	// output waits for it (gate).
+	start := map[string]any{"event": "start", "exec": x.id}
+	if pid := c.WorkloadPID(); pid > 0 {
+		x.mu.Lock()
+		x.pid = pid
+		x.mu.Unlock()
+		start["pid"] = pid
+	}
+	x.publish(start, true)
+	close(x.gate)
 	if pr != nil {
 		pr.Close() // the workload has it
 		if stdin != nil {
