@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -190,11 +191,31 @@ func (e *stepError) Error() string { return e.err.Error() }
 func (e *stepError) Unwrap() error { return e.err }
 
 // runSteps runs steps; on failure it undoes what was done and records the
-// run as failed at the step.
+// run as failed at the step. A panic in a step (a bug) undoes them too,
+// then goes on: whoever recovers it (jail serve does) finds nothing of
+// the jail left behind.
 func (c *Cmd) runSteps(steps []hostStep) error {
+	at := -1
+	defer func() {
+		if at < 0 {
+			return
+		}
+		p := recover()
+		for j := at; j >= 0; j-- {
+			if steps[j].undo != nil {
+				steps[j].undo()
+			}
+		}
+		if p != nil { // nil: runtime.Goexit, which goes on by itself
+			panic(p)
+		}
+	}()
 	for i, s := range steps {
 		t0 := time.Now()
+		at = i
+		testStep(s.name)
 		err := s.do()
+		at = -1
 		c.log().Debug("host step", "step", s.name, "took", time.Since(t0), "err", err)
 		if err == nil {
 			continue
@@ -1140,6 +1161,16 @@ func (c *Cmd) watch() {
 	}
 }
 
+// testStepPanic, when a test sets it, names a host step (or "report",
+// Wait's) that panics as it begins: the tests of what a bug leaves behind.
+var testStepPanic atomic.Pointer[string]
+
+func testStep(name string) {
+	if p := testStepPanic.Load(); p != nil && *p == name {
+		panic("test: a panic in step " + name)
+	}
+}
+
 // WorkloadPID waits until the workload has started (its execve
 // succeeded) or the jail has ended without it, and returns the workload's
 // pid as the jail's processes see it: in the jail's PID namespace, for a
@@ -1381,6 +1412,26 @@ func (c *Cmd) Wait() error {
 	waitErr := c.child.Wait()
 	<-c.monitor
 	c.log().Debug("stage reaped", "after_go", time.Since(c.begin))
+	// The jail is gone; what it had on the host goes too, even if the
+	// report below panics (a bug; jail serve recovers it).
+	reported := false
+	defer func() {
+		if !reported {
+			p := recover()
+			c.releaseMountNS(false)
+			c.child.Close()
+			if c.ctl != nil {
+				c.ctl.Close()
+			}
+			c.stopTimers()
+			c.destroyCgroup()
+			c.closeNetwork()
+			if p != nil {
+				panic(p)
+			}
+		}
+	}()
+	testStep("report")
 	c.releaseMountNS(true)
 	c.child.Close()
 	if c.ctl != nil {
@@ -1497,6 +1548,7 @@ func (c *Cmd) Wait() error {
 		o.Died = c.deathError("before the workload's report", errOrEOF(waitErr))
 	}
 	v := judge(o)
+	reported = true
 	r.Status, r.ExitCode, r.Signal, r.SupervisorLost, r.Error = v.Status, v.ExitCode, v.Signal, v.SupervisorLost, v.Error
 	if v.Err != nil {
 		return v.Err

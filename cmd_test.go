@@ -136,6 +136,42 @@ func TestCommandWorkloadPID(t *testing.T) {
 	}
 }
 
+// TestStepPanicLeavesNothing: a panic in a host step (a bug) undoes the
+// steps before it, as an error does, and a panic in Wait's report still
+// removes the run's cgroup: whoever recovers it (jail serve) finds nothing
+// of the jail left on the host.
+func TestStepPanicLeavesNothing(t *testing.T) {
+	requireJail(t)
+	for _, step := range []string{"cgroup", "network", "ready", "go", "report"} {
+		t.Run(step, func(t *testing.T) {
+			testStepPanic.Store(&step)
+			defer testStepPanic.Store(nil)
+			c := Command(context.Background(), Spec{MemoryMaxBytes: 64 << 20, PidsMax: 32}, "sleep", "0.2")
+			var p any
+			func() {
+				defer func() { p = recover() }()
+				if c.Start() == nil {
+					_ = c.Wait()
+				}
+			}()
+			require.NotNil(t, p, "the step panicked")
+			assert.Contains(t, fmt.Sprint(p), "a panic in step "+step, "the panic itself goes on")
+			if c.cg != nil {
+				dirs := c.cg.State()
+				require.NotEmpty(t, dirs)
+				for _, d := range dirs {
+					assert.NoDirExists(t, d.Path, "the run's cgroup is removed")
+				}
+			}
+			if c.child != nil {
+				pid := c.child.Pid()
+				_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+				assert.True(t, os.IsNotExist(err), "the jail's PID 1 (%d) is gone and reaped", pid)
+			}
+		})
+	}
+}
+
 func TestCommandReport(t *testing.T) {
 	requireJail(t)
 	c := Command(context.Background(), Spec{}, "true")
