@@ -99,6 +99,13 @@ type Config struct {
 	// Ready is false when a feature jail needs is missing.
 	Host  any
 	Ready bool
+	// Check, when set, is jail check's probe, which gave Host and Ready:
+	// GET /v1/ready runs it again when its last answer is older than
+	// CheckInterval (DefaultCheckInterval), so that a host that loses a
+	// feature (a sysctl, a cgroup controller) stops taking work, and one
+	// that gets it back takes it again; /v1/info reports its last answer.
+	Check         func() (host any, ready bool)
+	CheckInterval time.Duration
 	// Keepalive and StreamWriteTimeout are DefaultKeepalive and
 	// DefaultStreamWriteTimeout when 0.
 	Keepalive, StreamWriteTimeout time.Duration
@@ -124,7 +131,13 @@ type Config struct {
 
 // Server serves the API. Make it with New.
 type Server struct {
-	cfg      Config
+	cfg Config
+	// host and hostOK are the last answer of the host check (cfg.Host and
+	// cfg.Ready, then cfg.Check's), made at checked.
+	hostMu   sync.Mutex
+	host     any
+	hostOK   bool
+	checked  time.Time
 	uid      uint32
 	draining atomic.Bool
 	mu       sync.Mutex
@@ -202,6 +215,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
+	if cfg.CheckInterval <= 0 {
+		cfg.CheckInterval = DefaultCheckInterval
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -212,7 +228,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: state directory %s: %w", cfg.StateDir, err)
 	}
-	s := &Server{cfg: cfg, uid: uint32(os.Geteuid()), running: map[string]int{}, streams: map[string]int{}, creating: map[string]int{}, m: newMetrics(), lock: lock,
+	s := &Server{cfg: cfg, host: cfg.Host, hostOK: cfg.Ready, checked: time.Now(), uid: uint32(os.Geteuid()), running: map[string]int{}, streams: map[string]int{}, creating: map[string]int{}, m: newMetrics(), lock: lock,
 		private: privatePaths(append([]string{cfg.StateDir}, cfg.Private...))}
 	ok := false
 	defer func() {
@@ -611,11 +627,32 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
+// DefaultCheckInterval is how old the host check's answer may be when
+// /v1/ready is asked (Config.CheckInterval).
+const DefaultCheckInterval = 30 * time.Second
+
+// hostState returns the host check's last answer; with fresh, one no
+// older than CheckInterval (Check is run again if it is older; the
+// requests that come meanwhile wait for it).
+func (s *Server) hostState(fresh bool) (any, bool) {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	if fresh && s.cfg.Check != nil && time.Since(s.checked) >= s.cfg.CheckInterval {
+		host, ready := s.cfg.Check()
+		if ready != s.hostOK {
+			s.cfg.Logger.Warn("host check", "ready", ready)
+		}
+		s.host, s.hostOK, s.checked = host, ready, time.Now()
+	}
+	return s.host, s.hostOK
+}
+
 func (s *Server) ready(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	_, ready := s.hostState(true)
 	switch {
 	case s.draining.Load():
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "draining"})
-	case !s.cfg.Ready:
+	case !ready:
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "jail check finds a feature jail needs missing on this host (GET /v1/info)"})
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"ready": true})
@@ -642,7 +679,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 			langs = append(langs, l)
 		}
 	}
-	host := s.cfg.Host
+	host, _ := s.hostState(false)
 	if host == nil {
 		host = []map[string]any{} // an array, as documented, when no check ran (a Server of tests)
 	}

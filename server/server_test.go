@@ -284,6 +284,43 @@ func TestInfoAndReady(t *testing.T) {
 	assert.True(t, e.Retryable)
 }
 
+// TestReadyRechecks: /v1/ready asks the host check again once its answer
+// is older than CheckInterval: a host that loses a feature stops taking
+// work, and takes it again once the feature is back; /v1/info reports the
+// last answer.
+func TestReadyRechecks(t *testing.T) {
+	var ok atomic.Bool
+	var calls atomic.Int32
+	ok.Store(true)
+	check := func() (any, bool) {
+		calls.Add(1)
+		return []map[string]any{{"name": "userns", "ok": ok.Load()}}, ok.Load()
+	}
+	host, ready := check()
+	s, err := New(Config{StateDir: t.TempDir(), Version: "test", Host: host, Ready: ready, Check: check, CheckInterval: time.Hour})
+	require.NoError(t, err)
+	c := unixServer(t, s)
+	code, _ := do(t, c, "GET", "/v1/ready", "")
+	assert.Equal(t, http.StatusOK, code)
+	ok.Store(false)
+	code, _ = do(t, c, "GET", "/v1/ready", "")
+	assert.Equal(t, http.StatusOK, code, "an answer younger than CheckInterval is kept")
+	assert.Equal(t, int32(1), calls.Load())
+
+	s.hostMu.Lock() // read under it
+	s.cfg.CheckInterval = time.Nanosecond
+	s.hostMu.Unlock()
+	code, b := do(t, c, "GET", "/v1/ready", "")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "%s", b)
+	assert.Contains(t, string(b), "jail check finds a feature")
+	_, b = do(t, c, "GET", "/v1/info", "")
+	assert.Contains(t, string(b), `"ok": false`, "info reports the last answer")
+	ok.Store(true)
+	code, _ = do(t, c, "GET", "/v1/ready", "")
+	assert.Equal(t, http.StatusOK, code, "the feature is back")
+	assert.Equal(t, int32(3), calls.Load())
+}
+
 // TestMetricsFormat: /metrics is Prometheus's text format, as its own
 // parser reads it.
 func TestMetricsFormat(t *testing.T) {

@@ -194,12 +194,16 @@ that does not parse changes nothing and is logged.`,
 			if err := os.MkdirAll(stateDir, 0o700); err != nil {
 				return usageError("--state-dir: %v", err)
 			}
-			features := hostcheck.Run()
-			cfg.Ready = true
-			for _, f := range features {
-				cfg.Ready = cfg.Ready && f.Verdict != hostcheck.Missing
+			cfg.Check = func() (any, bool) {
+				features := hostcheck.Run()
+				ready := true
+				for _, f := range features {
+					ready = ready && f.Verdict != hostcheck.Missing
+				}
+				return features, ready
 			}
-			cfg.Host, cfg.Logger = features, log
+			cfg.Host, cfg.Ready = cfg.Check()
+			cfg.Logger = log
 			srv, err := server.New(cfg)
 			if errors.Is(err, server.ErrStateDirInUse) || errors.Is(err, server.ErrStateDirUnsafe) {
 				return usageError("--state-dir: %s", strings.TrimPrefix(err.Error(), "server: "))
