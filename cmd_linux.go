@@ -229,6 +229,12 @@ func (c *Cmd) runSteps(steps []hostStep) error {
 		if se, ok := err.(*stepError); ok {
 			step, err = se.step, se.err
 		}
+		var ue *cgroup.UnenforcedError
+		if errors.As(err, &ue) {
+			// A *FeatureError (ErrNotSupported), as Start says, that still
+			// wraps cgroup's list.
+			err = &FeatureError{Feature: "cgroup", Reason: strings.TrimPrefix(ue.Error(), "cgroup: "), Err: ue}
+		}
 		return c.fail(step, err)
 	}
 	return nil

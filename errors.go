@@ -20,10 +20,14 @@ var (
 type FeatureError struct {
 	Feature string // e.g. "time namespace"
 	Reason  string // e.g. "the kernel has no /proc/self/ns/time"
+	// Err is the error it stands for, if any: a *cgroup.UnenforcedError,
+	// whose Limits say each limit, why and how to get it.
+	Err error
 }
 
 func (e *FeatureError) Error() string        { return e.Feature + ": " + e.Reason }
 func (e *FeatureError) Is(target error) bool { return target == ErrNotSupported }
+func (e *FeatureError) Unwrap() error        { return e.Err }
 
 // InitError is a failure of one step of the jail's setup (in the parent or
 // in the child stage) or of executing the workload. errors.Is(err,

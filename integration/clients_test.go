@@ -30,7 +30,7 @@ func TestGoClient(t *testing.T) {
 	s := serve(t, openDir(t))
 	c := client.Unix(s.sock)
 	// Every answer the client reads is checked against openapi.yaml.
-	c.HTTP.Transport = openapitest.NewChecker(t, "../schema/openapi.yaml").Transport(t, c.HTTP.Transport)
+	c.HTTP.Transport = openapitest.NewChecker(t, filepath.Join(schemaDir(), "openapi.yaml")).Transport(t, c.HTTP.Transport)
 	ctx := context.Background()
 
 	res, err := c.Run(ctx, client.RunRequest{Command: client.Command{Shell: "echo hi; exit 3"}})

@@ -109,7 +109,7 @@ tenants:
 	require.NoError(t, os.Mkdir(state, 0o700))
 	s := serve(t, state, "--listen", "tcp://127.0.0.1:"+port, "--tokens", tokens, "--tls-cert", cert, "--tls-key", key, "--tenants", policy)
 	url := "https://127.0.0.1:" + port
-	tc := &http.Client{Transport: openapitest.NewChecker(t, "../schema/openapi.yaml").Transport(t, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}), Timeout: time.Minute}
+	tc := &http.Client{Transport: openapitest.NewChecker(t, filepath.Join(schemaDir(), "openapi.yaml")).Transport(t, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}), Timeout: time.Minute}
 	do := func(method, path, body, token string) (*http.Response, []byte) {
 		t.Helper()
 		req, err := http.NewRequest(method, url+path, strings.NewReader(body))

@@ -87,7 +87,7 @@ func serve(t *testing.T, state string, flags ...string) *served {
 		}
 	})
 	// Every answer is checked against what schema/openapi.yaml documents.
-	s.client = &http.Client{Transport: openapitest.NewChecker(t, "../schema/openapi.yaml").Transport(t, &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	s.client = &http.Client{Transport: openapitest.NewChecker(t, filepath.Join(schemaDir(), "openapi.yaml")).Transport(t, &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", s.sock)
 	}})}
 	require.Eventually(t, func() bool {
@@ -381,7 +381,7 @@ func TestServeRunsAndSessions(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, string(b), `jail_runs_total{kind="exec",status="exited"}`)
 	// Every answer this test got, route and status, is in openapi.yaml.
-	doc := openapitest.Load(t, "../schema/openapi.yaml")
+	doc := openapitest.Load(t, filepath.Join(schemaDir(), "openapi.yaml"))
 	answers := regexp.MustCompile(`(?m)^jail_http_requests_total\{route="([^"]+)",code="(\d+)"\} `).FindAllStringSubmatch(string(b), -1)
 	require.NotEmpty(t, answers)
 	for _, a := range answers {
@@ -904,4 +904,28 @@ func TestServeEndpoints(t *testing.T) {
 	code, b = s.do(t, "GET", "/v1/snapshots", "")
 	require.Equal(t, http.StatusOK, code, "%s", b)
 	assert.NotContains(t, string(b), `"name": "big"`)
+}
+
+// TestServeUnenforceable: a limit the server's user cannot enforce (an
+// unprivileged server, no cgroup delegated) is 422 UNENFORCEABLE, listing
+// the limit with why and the fix; nothing runs. As root the same run has
+// its limit.
+func TestServeUnenforceable(t *testing.T) {
+	s := serve(t, openDir(t))
+	code, b := s.do(t, "POST", "/v1/run", `{"argv": ["true"], "spec": {"memory_max_bytes": 67108864}}`)
+	if !unprivileged {
+		require.Equal(t, http.StatusOK, code, "%s", b)
+		var res jail.Result
+		require.NoError(t, json.Unmarshal(b, &res))
+		assert.Equal(t, jail.StatusExited, res.Status)
+		assert.Empty(t, res.Isolation.NotEnforced)
+		return
+	}
+	require.Equal(t, http.StatusUnprocessableEntity, code, "%s", b)
+	e := apiError(t, b)
+	assert.Equal(t, server.CodeUnenforceable, e.Code)
+	require.Len(t, e.Unenforceable, 1, "%s", b)
+	assert.Equal(t, "memory", e.Unenforceable[0].What)
+	assert.NotEmpty(t, e.Unenforceable[0].Reason)
+	assert.NotEmpty(t, e.Unenforceable[0].Fix)
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/jailrt/jail"
+	"github.com/jailrt/jail/cgroup"
 )
 
 // Error codes: stable, what a client switches on. Each has its HTTP status.
@@ -52,6 +53,53 @@ type Error struct {
 	Step string `json:"step,omitempty"`
 	// Retryable says the same request may succeed later (CAPACITY, BUSY).
 	Retryable bool `json:"retryable"`
+	// Unenforceable lists, for UNENFORCEABLE, each thing the request asks
+	// that this host cannot enforce.
+	Unenforceable []Unenforceable `json:"unenforceable,omitempty"`
+}
+
+// Unenforceable is one thing a request asks that this host cannot enforce.
+type Unenforceable struct {
+	// What is the feature or limit: "time namespace", "workspace size",
+	// "memory" (a cgroup limit).
+	What string `json:"what"`
+	// Reason says what is missing; Fix, when known, how to get it.
+	Reason string `json:"reason"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// unenforceable lists the FeatureErrors and cgroup UnenforcedErrors in
+// err's tree (an errors.Join of several among them).
+func unenforceable(err error) []Unenforceable {
+	var out []Unenforceable
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+			return
+		case *jail.FeatureError:
+			n := len(out)
+			walk(e.Err)
+			if len(out) > n {
+				return // its cgroup limits, each apart
+			}
+			out = append(out, Unenforceable{What: e.Feature, Reason: e.Reason})
+			return
+		case *cgroup.UnenforcedError:
+			for _, u := range e.Limits {
+				out = append(out, Unenforceable{What: u.Limit, Reason: u.Reason, Fix: u.Fix})
+			}
+			return
+		case interface{ Unwrap() []error }:
+			for _, e := range e.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -112,7 +160,9 @@ func asAPIError(err error, field string) *Error {
 		}
 		return apiErr(CodeBadRequest, f, "%s", err.Error())
 	case errors.As(err, &fe), errors.Is(err, jail.ErrNotSupported):
-		return apiErr(CodeUnenforceable, "", "%s", err.Error())
+		e := apiErr(CodeUnenforceable, "", "%s", err.Error())
+		e.Unenforceable = unenforceable(err)
+		return e
 	case errors.Is(err, jail.ErrNotFound):
 		return apiErr(CodeNotFound, "", "%s", err.Error())
 	case errors.Is(err, jail.ErrExists):
