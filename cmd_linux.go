@@ -388,11 +388,9 @@ func (c *Cmd) startPrepared() error {
 		c.timers = append(c.timers, time.AfterFunc(t, func() { c.terminate(StatusTimedOut) }))
 		c.mu.Unlock()
 	}
-	if err := c.runSteps([]hostStep{{name: "go", do: c.release}}); err != nil {
-		c.undoPrepared()
-		return err
-	}
-	return nil
+	// The step's undo is Prepare's: on an error, or a panic, the jail is
+	// ended and what it had on the host removed.
+	return c.runSteps([]hostStep{{name: "go", do: c.release, undo: c.undoPrepared}})
 }
 
 // changedLimit names the first of the limits a release changes.
@@ -1430,6 +1428,16 @@ func (c *Cmd) Wait() error {
 				c.ctl.Close()
 			}
 			c.stopTimers()
+			if c.stdinRelay != nil {
+				c.stdinRelay.stop()
+			}
+			if c.mu.TryLock() { // not if the panic left it held
+				if c.pty != nil {
+					c.pty.Close()
+					c.pty = nil
+				}
+				c.mu.Unlock()
+			}
 			c.destroyCgroup()
 			c.closeNetwork()
 			if p != nil {

@@ -67,8 +67,9 @@ func TestServeExecs(t *testing.T) {
 	require.NotEmpty(t, evs)
 	assert.Equal(t, "start", evs[0]["event"])
 	assert.Equal(t, x.ID, evs[0]["exec"])
-	assert.Equal(t, float64(x.PID), evs[0]["pid"], "the exec's document and its start event name one pid")
-	assert.Greater(t, x.PID, 1, "not the session's PID 1")
+	pid := s.execInfo(t, "bg", x.ID).PID
+	assert.Equal(t, float64(pid), evs[0]["pid"], "the exec's document and its start event name one pid")
+	assert.Greater(t, pid, 1, "not the session's PID 1")
 	last := evs[len(evs)-1]
 	require.Equal(t, "exit", last["event"], "%v", evs)
 	res := last["result"].(map[string]any)

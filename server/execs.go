@@ -102,9 +102,11 @@ type execEntry struct {
 	// Config.StreamWriteTimeout.
 	keepalive, writeTimeout time.Duration
 
-	// gate holds the command's output until its start event is out (with
-	// the workload's pid, known only once it started).
-	gate chan struct{}
+	// gate holds the command's output, and its end, until its start event
+	// is out (with the workload's pid, known only once it started);
+	// openGate opens it.
+	gate     chan struct{}
+	gateOnce sync.Once
 
 	mu      sync.Mutex
 	pid     int           // the workload's pid in the session (WorkloadPID); 0 unknown
@@ -218,6 +220,8 @@ func (x *execEntry) output(stream string) io.Writer {
 		return len(p), nil
 	})
 }
+
+func (x *execEntry) openGate() { x.gateOnce.Do(func() { close(x.gate) }) }
 
 // finish records the exec's end: its last event (exit, or error), its
 // result, and a smaller buffer.
@@ -578,7 +582,7 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 	x.cmd = c
 	x.gate = make(chan struct{})
 	fail := func(err error) (*execEntry, *Error) {
-		close(x.gate)
+		x.openGate()
 		cancel()
 		release()
 		if pr != nil {
@@ -588,20 +592,34 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		s.m.results.inc("exec", "error")
 		return nil, asAPIError(err, "spec")
 	}
-	if err := c.Start(); err != nil {
+	err := func() (err error) {
+		defer s.survive("exec "+x.id+" start", func() { err = errors.New("internal error starting the command (a panic, logged)") })
+		return c.Start() // a panic in it leaves nothing of the jail (jail's runSteps)
+	}()
+	if err != nil {
 		return fail(err)
 	}
-	// start is the first event, with the workload's pid: the command's
-	// output waits for it (gate).
-	start := map[string]any{"event": "start", "exec": x.id}
-	if pid := c.WorkloadPID(); pid > 0 {
-		x.mu.Lock()
-		x.pid = pid
-		x.mu.Unlock()
-		start["pid"] = pid
-	}
-	x.publish(start, true)
-	close(x.gate)
+	// start is the first event, with the workload's pid once it started:
+	// the command's output and its end wait for it (gate), the answer
+	// does not (its execve may wait on a frozen session or a hung mount).
+	go func() {
+		published := false
+		defer x.openGate()
+		defer s.survive("exec "+x.id+" start event", func() {
+			if !published {
+				x.publish(map[string]any{"event": "start", "exec": x.id}, true)
+			}
+		})
+		start := map[string]any{"event": "start", "exec": x.id}
+		if pid := c.WorkloadPID(); pid > 0 {
+			x.mu.Lock()
+			x.pid = pid
+			x.mu.Unlock()
+			start["pid"] = pid
+		}
+		x.publish(start, true)
+		published = true
+	}()
 	if pr != nil {
 		pr.Close() // the workload has it
 		if stdin != nil {
@@ -628,6 +646,10 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 				cancel()
 				_ = c.Wait()
 			}
+			select { // its start event first (PID 1 is gone: WorkloadPID has its answer)
+			case <-x.gate:
+			case <-time.After(time.Second):
+			}
 			x.mu.Lock()
 			done := x.done
 			x.mu.Unlock()
@@ -643,6 +665,7 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		t0 := time.Now()
 		waiting = true
 		err := c.Wait()
+		<-x.gate // the start event before the end's (PID 1 is gone: WorkloadPID has its answer)
 		s.m.duration.observe(time.Since(t0).Seconds(), "exec")
 		var ie *jail.InitError
 		if errors.As(err, &ie) && ie.Step == "execve" && c.Result != nil {

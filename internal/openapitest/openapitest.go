@@ -249,41 +249,51 @@ func (ch *Checker) content(obj map[string]any, ptr, mediaType string) (string, b
 // request's operation, and its body (of this content type) fits the
 // schema documented for both.
 func (ch *Checker) CheckAnswer(method, path string, code int, contentType string, body []byte) error {
-	op, ptr, err := ch.operation(method, path)
-	if err != nil {
-		// A path or method the API does not have: 404 or 405, with the
-		// error body.
-		if (code != http.StatusNotFound && code != http.StatusMethodNotAllowed) || method == http.MethodHead {
-			return err
-		}
-		if err := ch.validate("/components/schemas/ErrorBody", "application/json", body); err != nil {
-			return fmt.Errorf("%s %s answering %d: %w\n%.2000s", method, path, code, err, body)
-		}
-		return nil
-	}
-	responses, _ := op["responses"].(map[string]any)
-	resp, ok := responses[strconv.Itoa(code)].(map[string]any)
-	if !ok {
-		return fmt.Errorf("%s %s: status %d is not documented", method, path, code)
-	}
-	mediaType, _, _ := mime.ParseMediaType(contentType)
-	if len(body) == 0 && (method == http.MethodHead || mediaType == "") {
-		return nil
-	}
-	sptr, documented, err := ch.content(resp, ptr+"/responses/"+strconv.Itoa(code), mediaType)
-	if err != nil {
-		return fmt.Errorf("%s %s answering %d: %w", method, path, code, err)
-	}
-	if !documented {
-		if len(body) > 0 {
-			return fmt.Errorf("%s %s answering %d: a body (%s) where none is documented", method, path, code, contentType)
-		}
-		return nil
+	sptr, mediaType, err := ch.answer(method, path, code, contentType, len(body) > 0)
+	if err != nil || sptr == "" {
+		return err
 	}
 	if err := ch.validate(sptr, mediaType, body); err != nil {
 		return fmt.Errorf("%s %s answering %d (%s): %w\n%.2000s", method, path, code, mediaType, err, body)
 	}
 	return nil
+}
+
+// answer checks an answer's status and content type, and returns the
+// pointer to its body's schema ("" when none is to be checked).
+func (ch *Checker) answer(method, path string, code int, contentType string, hasBody bool) (string, string, error) {
+	mediaType, _, _ := mime.ParseMediaType(contentType)
+	op, ptr, err := ch.operation(method, path)
+	if err != nil {
+		// A path or method the API does not have: 404 or 405, with the
+		// error body.
+		if (code != http.StatusNotFound && code != http.StatusMethodNotAllowed) || method == http.MethodHead {
+			return "", "", err
+		}
+		if hasBody && mediaType != "application/json" {
+			return "", "", fmt.Errorf("%s %s answering %d: content type %q, not the error body's", method, path, code, contentType)
+		}
+		return "/components/schemas/ErrorBody", "application/json", nil
+	}
+	responses, _ := op["responses"].(map[string]any)
+	resp, ok := responses[strconv.Itoa(code)].(map[string]any)
+	if !ok {
+		return "", "", fmt.Errorf("%s %s: status %d is not documented", method, path, code)
+	}
+	if !hasBody && (method == http.MethodHead || mediaType == "") {
+		return "", "", nil
+	}
+	sptr, documented, err := ch.content(resp, ptr+"/responses/"+strconv.Itoa(code), mediaType)
+	if err != nil {
+		return "", "", fmt.Errorf("%s %s answering %d: %w", method, path, code, err)
+	}
+	if !documented {
+		if hasBody {
+			return "", "", fmt.Errorf("%s %s answering %d: a body (%s) where none is documented", method, path, code, contentType)
+		}
+		return "", "", nil
+	}
+	return sptr, mediaType, nil
 }
 
 // CheckRequest validates the JSON body of a request the server took (the
@@ -384,11 +394,16 @@ func (c *checking) RoundTrip(req *http.Request) (*http.Response, error) {
 			c.t.Errorf("openapi.yaml: %v", err)
 		}
 	}
-	resp.Body = &checkedBody{ReadCloser: resp.Body, check: func(body []byte, whole bool) {
-		ct := resp.Header.Get("Content-Type")
-		mt, _, _ := mime.ParseMediaType(ct)
+	ct := resp.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	stream := mt == "application/x-ndjson" || mt == "text/event-stream"
+	// The status and the content type now, whatever is read of the body.
+	if _, _, err := c.ch.answer(method, path, resp.StatusCode, ct, false); err != nil {
+		c.t.Errorf("openapi.yaml: %v", err)
+	}
+	resp.Body = &checkedBody{ReadCloser: resp.Body, readRest: !stream, check: func(body []byte, whole bool) {
 		if !whole {
-			if mt != "application/x-ndjson" && mt != "text/event-stream" {
+			if !stream {
 				return
 			}
 			if i := bytes.LastIndexByte(body, '\n'); i >= 0 {
@@ -396,6 +411,9 @@ func (c *checking) RoundTrip(req *http.Request) (*http.Response, error) {
 			} else {
 				body = nil
 			}
+		}
+		if len(body) == 0 && (stream || resp.StatusCode == http.StatusNoContent) {
+			return // checked above
 		}
 		if err := c.ch.CheckAnswer(method, path, resp.StatusCode, ct, body); err != nil {
 			c.t.Errorf("openapi.yaml: %v", err)
@@ -405,14 +423,16 @@ func (c *checking) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // A checkedBody keeps what is read of a body, and checks it once, at its
-// end or when it is closed.
+// end or when it is closed; with readRest, Close reads what the client
+// left (a JSON decoder stops at the value's end, before EOF) first.
 type checkedBody struct {
 	io.ReadCloser
-	buf     bytes.Buffer
-	over    bool
-	done    bool
-	check   func(body []byte, whole bool)
-	checked sync.Once
+	buf      bytes.Buffer
+	over     bool
+	done     bool
+	readRest bool
+	check    func(body []byte, whole bool)
+	checked  sync.Once
 }
 
 func (b *checkedBody) Read(p []byte) (int, error) {
@@ -433,6 +453,9 @@ func (b *checkedBody) Read(p []byte) (int, error) {
 }
 
 func (b *checkedBody) Close() error {
+	if b.readRest && !b.done {
+		_, _ = io.Copy(io.Discard, io.LimitReader(b, maxChecked+1))
+	}
 	b.finish()
 	return b.ReadCloser.Close()
 }

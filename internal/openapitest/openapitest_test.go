@@ -78,10 +78,24 @@ func TestTransport(t *testing.T) {
 		resp.Body.Close()
 	}
 	get(false)
-	assert.Empty(t, rec.errs, "a body closed unread is not checked")
-	get(true)
-	require.Len(t, rec.errs, 1)
+	require.Len(t, rec.errs, 1, "a JSON body closed unread is read and checked")
 	assert.True(t, strings.Contains(rec.errs[0], "/status"), rec.errs[0])
+	get(true)
+	require.Len(t, rec.errs, 2, "once")
+	assert.True(t, strings.Contains(rec.errs[1], "/status"), rec.errs[1])
+
+	// A status the operation does not document is found without its body.
+	rec.errs = nil
+	srv2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer srv2.Close()
+	resp, err := c.Get(srv2.URL + "/v1/health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Len(t, rec.errs, 1)
+	assert.Contains(t, rec.errs[0], "status 418 is not documented")
 }
 
 type recorder struct {
