@@ -55,6 +55,19 @@ func TestSeccompDeniesAttacks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.call, func(t *testing.T) {
 			none := probeSys(t, "none", tt.call)
+			if tt.call == "int80" && none.Status == jail.StatusSignaled && none.Signal == "SEGV" {
+				// This host has no ia32 entry point: int 0x80 is a general
+				// protection fault before any filter sees it (a PVM guest's
+				// kernel, seen here). The attack still fails under each
+				// policy: the call never returns.
+				t.Logf("int 0x80 faults on this host without a filter: %+v", none)
+				for _, policy := range []string{"default", "strict"} {
+					res := probeSys(t, policy, tt.call)
+					assert.Contains(t, []jail.Status{jail.StatusSignaled, jail.StatusSeccompKilled}, res.Status, policy)
+					assert.Empty(t, res.Stdout, "%s: the call must not have returned", policy)
+				}
+				return
+			}
 			require.Equal(t, jail.StatusExited, none.Status, "without a filter the call returns: %+v", none)
 			for _, c := range []struct{ policy, want string }{{"default", tt.defaultPolicy}, {"strict", tt.strictPolicy}} {
 				res := probeSys(t, c.policy, tt.call)
