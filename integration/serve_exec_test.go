@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -489,4 +490,45 @@ func TestServeExecIdempotent(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond)
 	assert.Equal(t, jail.StatusCanceled, res.Status, "%s", b)
 	assert.Equal(t, "run\n", lines("/tmp/waited"), "the command ran once")
+}
+
+// TestServeExecLimits: a command's own limits in a session: its CPU time
+// (measured in its own cgroup) ends it as cpu_time_exceeded, its output
+// limit cuts what its result keeps; a limit that is none is refused, and
+// a tenant that is not an admin may not loosen the session's defaults.
+func TestServeExecLimits(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	code, b := s.do(t, "POST", "/v1/sessions", `{"id": "lim"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	var res jail.Result
+	code, b = s.do(t, "POST", "/v1/sessions/lim/exec", `{"shell": "while :; do :; done", "timeout": "20s", "limits": {"cpu_time": "300ms"}}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, jail.StatusCPUTimeExceeded, res.Status, "%s", b)
+	assert.Less(t, res.WallTimeMS, int64(10000))
+	code, b = s.do(t, "POST", "/v1/sessions/lim/exec", `{"shell": "head -c 1000 /dev/zero | tr '\\0' a", "limits": {"output_limit_bytes": 100}}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &res))
+	assert.Equal(t, int64(1000), res.StdoutBytes)
+	assert.True(t, res.StdoutTruncated)
+	assert.LessOrEqual(t, len(res.Stdout), 200, "head and tail of at most the limit, with the cut marked")
+	for body, field := range map[string]string{
+		`{"argv": ["true"], "limits": {"cpu_time": -1}}`:           "limits.cpu_time",
+		`{"argv": ["true"], "limits": {"output_limit_bytes": 0}}`:  "limits.output_limit_bytes",
+		`{"argv": ["true"], "limits": {"memory_max_bytes": 1000}}`: "limits.memory_max_bytes",
+	} {
+		code, b = s.do(t, "POST", "/v1/sessions/lim/exec", body)
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", body, b)
+		assert.Equal(t, field, apiError(t, b).Field, body)
+	}
+	// Another tenant, in its own session: tighten, yes; loosen, no.
+	code, b = s.asUser(t, "POST", "/v1/sessions", `{"id": "ulim"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	defer s.asUser(t, "DELETE", "/v1/sessions/ulim", "")
+	code, b = s.asUser(t, "POST", "/v1/sessions/ulim/exec", `{"argv": ["echo", "hi"], "limits": {"output_limit_bytes": 1}}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	code, b = s.asUser(t, "POST", "/v1/sessions/ulim/exec", fmt.Sprintf(`{"argv": ["true"], "limits": {"output_limit_bytes": %d}}`, jail.DefaultOutputLimitBytes+1))
+	assert.Equal(t, http.StatusForbidden, code, "%s", b)
+	assert.Equal(t, "limits.output_limit_bytes", apiError(t, b).Field)
 }

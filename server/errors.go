@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -216,10 +218,21 @@ func decode(r *http.Request, w http.ResponseWriter, limit int64, v any) *Error {
 		return apiErr(CodeBadRequest, "", "Content-Type %q: want application/json", ct)
 	}
 	boundBody(r)
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return decodeError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		e := decodeError(err)
+		if e.Field != "" && strings.HasPrefix(e.Message, "unknown field ") {
+			// encoding/json names the key alone: name it where it is.
+			if path := unknownPath(body, reflect.TypeOf(v), e.Field); path != "" {
+				e.Field, e.Message = path, "unknown field "+strconv.Quote(path)
+			}
+		}
+		return e
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return apiErr(CodeBadRequest, "", "the body holds more than one JSON document")
@@ -261,6 +274,100 @@ func decodeError(err error) *Error {
 		return apiErr(CodeBadRequest, f, "unknown field %s", name)
 	}
 	return apiErr(CodeBadRequest, "", "%s", strings.TrimPrefix(msg, "json: "))
+}
+
+// unknownPath finds in a JSON document, read as type t, where the key
+// name is one t has no field for, and returns its path as JSON spells
+// fields ("spec.mounts[0].sourc"); "" if it is not found. It does not
+// look inside a type that decodes itself.
+func unknownPath(body []byte, t reflect.Type, name string) string {
+	var doc any
+	if json.Unmarshal(body, &doc) != nil {
+		return ""
+	}
+	unmarshaler := reflect.TypeFor[json.Unmarshaler]()
+	var walk func(v any, t reflect.Type, path string) string
+	walk = func(v any, t reflect.Type, path string) string {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if reflect.PointerTo(t).Implements(unmarshaler) {
+			return ""
+		}
+		join := func(key string) string {
+			if path == "" {
+				return key
+			}
+			return path + "." + key
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			switch t.Kind() {
+			case reflect.Struct:
+				for key, val := range v {
+					ft, ok := jsonField(t, key)
+					if !ok {
+						if key == name {
+							return join(key)
+						}
+						continue
+					}
+					if p := walk(val, ft, join(key)); p != "" {
+						return p
+					}
+				}
+			case reflect.Map:
+				for key, val := range v {
+					if p := walk(val, t.Elem(), join(key)); p != "" {
+						return p
+					}
+				}
+			}
+		case []any:
+			if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+				for i, val := range v {
+					if p := walk(val, t.Elem(), path+"["+strconv.Itoa(i)+"]"); p != "" {
+						return p
+					}
+				}
+			}
+		}
+		return ""
+	}
+	return walk(doc, t, "")
+}
+
+// jsonField finds the type of the field of struct t that encoding/json
+// decodes key into (its tag's name, or its Go name, case-insensitively;
+// embedded structs' fields included).
+func jsonField(t reflect.Type, key string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && tag == "" && ft.Kind() == reflect.Struct {
+			if t, ok := jsonField(ft, key); ok {
+				return t, true
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if strings.EqualFold(tag, key) {
+			return f.Type, true
+		}
+	}
+	return nil, false
 }
 
 // jsonLine is v as one line of JSON.

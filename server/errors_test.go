@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/jailrt/jail"
@@ -41,4 +43,28 @@ func TestUnenforceableListed(t *testing.T) {
 		})
 	}
 	assert.Empty(t, asAPIError(jail.ErrNotFound, "").Unenforceable)
+}
+
+// TestDecodeNamesNestedUnknownField: an unknown field is named by its
+// path in the request, as JSON spells it, however deep.
+func TestDecodeNamesNestedUnknownField(t *testing.T) {
+	for _, tc := range []struct {
+		body  string
+		into  any
+		field string
+	}{
+		{`{"argvv": ["x"]}`, &RunRequest{}, "argvv"},
+		{`{"argv": ["x"], "spec": {"memroy_max_bytes": 1}}`, &RunRequest{}, "spec.memroy_max_bytes"},
+		{`{"argv": ["x"], "spec": {"mounts": [{"type": "bind", "target": "/a"}, {"sourc": "/x"}]}}`, &RunRequest{}, "spec.mounts[1].sourc"},
+		{`{"argv": ["x"], "limits": {"memory_max_bytes": 1}}`, &ExecRequest{}, "limits.memory_max_bytes"},
+		{`{"runs": [{"argv": ["x"]}, {"argv": ["y"], "limits": {"pids": 3}}]}`, &BatchRequest{}, "runs[1].limits.pids"},
+	} {
+		r := httptest.NewRequest("POST", "/v1/run", strings.NewReader(tc.body))
+		e := decode(r, httptest.NewRecorder(), 1<<20, tc.into)
+		if assert.NotNil(t, e, tc.body) {
+			assert.Equal(t, CodeBadRequest, e.Code)
+			assert.Equal(t, tc.field, e.Field, tc.body)
+			assert.Contains(t, e.Message, tc.field)
+		}
+	}
 }

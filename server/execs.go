@@ -521,6 +521,37 @@ type ExecRequest struct {
 	// with status compile_error.
 	Language string  `json:"language,omitempty"`
 	Code     *string `json:"code,omitempty"`
+	// Limits are the command's own, the session's command defaults of
+	// these names replaced (as a run's limits, a tenant that is not an
+	// admin may only tighten them). The session's cgroup limits bound all
+	// its commands together: PATCH and the session's spec set them.
+	Limits *ExecLimits `json:"limits,omitempty"`
+}
+
+// ExecLimits are a command's own limits in a session.
+type ExecLimits struct {
+	// CPUTime is the CPU time the command and what it starts may use
+	// (measured in its own cgroup: the session needs one); 0: none.
+	CPUTime *jail.Duration `json:"cpu_time,omitempty"`
+	// OutputLimitBytes bounds the stdout and the stderr its result keeps
+	// (head and tail).
+	OutputLimitBytes *int64 `json:"output_limit_bytes,omitempty"`
+}
+
+// check refuses limits that are no limits, and, to a tenant that is not
+// an admin, limits that loosen base's (the session's command defaults).
+func (l *ExecLimits) check(t Tenant, base jail.Spec) *Error {
+	if l == nil {
+		return nil
+	}
+	if l.CPUTime != nil && *l.CPUTime < 0 {
+		return apiErr(CodeBadRequest, "limits.cpu_time", "limits.cpu_time %v: want 0 (none) or more", time.Duration(*l.CPUTime))
+	}
+	if l.OutputLimitBytes != nil && *l.OutputLimitBytes <= 0 {
+		return apiErr(CodeBadRequest, "limits.output_limit_bytes", "limits.output_limit_bytes %d: want more than 0", *l.OutputLimitBytes)
+	}
+	run := RunRequest{Limits: &RunLimits{CPUTime: l.CPUTime, OutputLimitBytes: l.OutputLimitBytes}}
+	return run.checkLimits(t, base)
 }
 
 func newExecID() string {
@@ -562,6 +593,19 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 	}
 	if req.Timeout != 0 {
 		c.Spec.Timeout = req.Timeout
+	}
+	if e := req.Limits.check(t, c.Spec); e != nil {
+		cancel()
+		release()
+		return nil, e
+	}
+	if l := req.Limits; l != nil {
+		if l.CPUTime != nil {
+			c.Spec.CPUTime = *l.CPUTime
+		}
+		if l.OutputLimitBytes != nil {
+			c.Spec.OutputLimitBytes = *l.OutputLimitBytes
+		}
 	}
 	var pr *os.File
 	if req.StdinOpen {
@@ -781,6 +825,9 @@ func (req *ExecRequest) check(t Tenant) ([]string, *Error) {
 	}
 	if req.Background && req.Detach {
 		return nil, apiErr(CodeBadRequest, "detach", "a background exec is detached already: give background or detach")
+	}
+	if e := req.Limits.check(Tenant{Admin: true}, jail.Spec{}); e != nil {
+		return nil, e // what no tenant may ask; the session's own are checked at the start
 	}
 	return argv, nil
 }
