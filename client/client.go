@@ -19,6 +19,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -187,6 +188,40 @@ func (c *Client) UpdateSession(ctx context.Context, id string, u jail.SessionUpd
 // RemoveSession ends a session and removes it.
 func (c *Client) RemoveSession(ctx context.Context, id string) error {
 	return c.do(ctx, "DELETE", "/v1/sessions/"+url.PathEscape(id), nil, "", nil)
+}
+
+// RemoveSessions removes the tenant's sessions that have every one of
+// labels, or, with all (and no labels), every session of the tenant. It
+// returns the ids removed; those that could not be are in the error.
+func (c *Client) RemoveSessions(ctx context.Context, labels map[string]string, all bool) ([]string, error) {
+	q := url.Values{}
+	for k, v := range labels {
+		q.Add("label", k+"="+v)
+	}
+	if all {
+		q.Set("all", "1")
+	}
+	var out struct {
+		Removed []struct {
+			ID string `json:"id"`
+		} `json:"removed"`
+		Failed []struct {
+			ID    string        `json:"id"`
+			Error *server.Error `json:"error"`
+		} `json:"failed"`
+	}
+	if err := c.do(ctx, "DELETE", "/v1/sessions?"+q.Encode(), nil, "", &out); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(out.Removed))
+	for i, r := range out.Removed {
+		ids[i] = r.ID
+	}
+	var errs []error
+	for _, f := range out.Failed {
+		errs = append(errs, fmt.Errorf("session %s: %w", f.ID, f.Error))
+	}
+	return ids, errors.Join(errs...)
 }
 
 // Exec runs a command in a session and returns its report.

@@ -104,6 +104,21 @@ func TestGoClient(t *testing.T) {
 	_, err = c.Session(ctx, "g1")
 	require.True(t, errors.As(err, &ae))
 	assert.Equal(t, server.CodeNotFound, ae.Code)
+
+	// Many at once: by label, then all.
+	for _, r := range []client.SessionRequest{{ID: "m1", Labels: map[string]string{"k": "a"}}, {ID: "m2", Labels: map[string]string{"k": "b"}}} {
+		_, err := c.CreateSession(ctx, r)
+		require.NoError(t, err)
+	}
+	_, err = c.RemoveSessions(ctx, nil, false)
+	require.True(t, errors.As(err, &ae), "%v", err)
+	assert.Equal(t, "all", ae.Field, "neither labels nor all")
+	ids, err := c.RemoveSessions(ctx, map[string]string{"k": "a"}, false)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"m1"}, ids)
+	ids, err = c.RemoveSessions(ctx, nil, true)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"m2"}, ids)
 }
 
 // TestPythonClient runs clients/python's check against a real jail serve,

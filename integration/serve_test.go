@@ -929,3 +929,55 @@ func TestServeUnenforceable(t *testing.T) {
 	assert.NotEmpty(t, e.Unenforceable[0].Reason)
 	assert.NotEmpty(t, e.Unenforceable[0].Fix)
 }
+
+// TestServeDeleteSessions: DELETE /v1/sessions removes the tenant's
+// sessions of some labels, or all of them with ?all=1 (one or the other:
+// neither is refused), and never another tenant's.
+func TestServeDeleteSessions(t *testing.T) {
+	requireRoot(t)
+	s := serve(t, openDir(t))
+	for _, body := range []string{`{"id": "a1", "labels": {"team": "a"}}`, `{"id": "a2", "labels": {"team": "a"}}`, `{"id": "b1", "labels": {"team": "b"}}`} {
+		code, b := s.do(t, "POST", "/v1/sessions", body)
+		require.Equal(t, http.StatusCreated, code, "%s", b)
+	}
+	code, b := s.asUser(t, "POST", "/v1/sessions", `{"id": "u1", "labels": {"team": "a"}}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	defer s.asUser(t, "DELETE", "/v1/sessions/u1", "")
+	_, b = s.do(t, "POST", "/v1/sessions/a1/exec", `{"argv": ["sleep", "60"], "background": true}`)
+
+	for path, field := range map[string]string{"/v1/sessions": "all", "/v1/sessions?all=yes": "all",
+		"/v1/sessions?all=1&label=team=a": "all", "/v1/sessions?label=team": "label"} {
+		code, b = s.do(t, "DELETE", path, "")
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", path, b)
+		assert.Equal(t, field, apiError(t, b).Field, path)
+	}
+	var out struct {
+		Removed []struct {
+			ID     string `json:"id"`
+			Killed int    `json:"killed"`
+		} `json:"removed"`
+		Failed []any `json:"failed"`
+	}
+	code, b = s.do(t, "DELETE", "/v1/sessions?label=team=a", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &out))
+	assert.Empty(t, out.Failed)
+	var ids []string
+	for _, r := range out.Removed {
+		ids = append(ids, r.ID)
+	}
+	assert.ElementsMatch(t, []string{"a1", "a2"}, ids, "team a's, not the other tenant's u1")
+	code, _ = s.do(t, "GET", "/v1/sessions/b1", "")
+	assert.Equal(t, http.StatusOK, code, "team b's stays")
+
+	code, b = s.do(t, "DELETE", "/v1/sessions?all=1", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &out))
+	require.Len(t, out.Removed, 1)
+	assert.Equal(t, "b1", out.Removed[0].ID)
+	code, b = s.do(t, "GET", "/v1/sessions", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `{"sessions": []}`, string(b))
+	code, b = s.asUser(t, "GET", "/v1/sessions/u1", "")
+	assert.Equal(t, http.StatusOK, code, "another tenant's session is untouched: %s", b)
+}

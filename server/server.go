@@ -436,6 +436,7 @@ func (s *Server) routes() []routeEntry {
 		{"DELETE /v1/pools/{name}", ScopeRun, s.deletePool},
 		{"POST /v1/sessions", ScopeSessions, s.createSession},
 		{"GET /v1/sessions", ScopeSessions, s.listSessions},
+		{"DELETE /v1/sessions", ScopeSessions, s.deleteSessions},
 		{"GET /v1/sessions/{id}", ScopeSessions, s.getSession},
 		{"DELETE /v1/sessions/{id}", ScopeSessions, s.deleteSession},
 		{"PATCH /v1/sessions/{id}", ScopeSessions, s.patchSession},
@@ -1299,14 +1300,23 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Tenant)
 	return writeSession(w, http.StatusCreated, sess)
 }
 
-func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+// labelsOf reads a request's ?label=KEY=VALUE selectors.
+func labelsOf(r *http.Request) (map[string]string, *Error) {
 	labels := map[string]string{}
 	for _, l := range r.URL.Query()["label"] {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" {
-			return apiErr(CodeBadRequest, "label", "label %q: want KEY=VALUE", l)
+			return nil, apiErr(CodeBadRequest, "label", "label %q: want KEY=VALUE", l)
 		}
 		labels[k] = v
+	}
+	return labels, nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	labels, e := labelsOf(r)
+	if e != nil {
+		return e
 	}
 	state := r.URL.Query().Get("state")
 	list, err := s.sessions(t).List(labels)
@@ -1369,6 +1379,42 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t Tenant)
 		return asAPIError(err, "")
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": sess.ID(), "removed": true, "killed": killed})
+	return nil
+}
+
+// deleteSessions removes the tenant's sessions that have the labels
+// asked (?label=KEY=VALUE, repeatable), or every one of them with ?all=1:
+// one or the other, so that a DELETE with neither wipes nothing. It
+// answers each session removed, and each that could not be.
+func (s *Server) deleteSessions(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
+	labels, e := labelsOf(r)
+	if e != nil {
+		return e
+	}
+	switch all := r.URL.Query().Get("all"); {
+	case all != "" && all != "1":
+		return apiErr(CodeBadRequest, "all", "all %q: want 1", all)
+	case all == "1" && len(labels) > 0:
+		return apiErr(CodeBadRequest, "all", "give all=1 or label selectors, not both")
+	case all == "" && len(labels) == 0:
+		return apiErr(CodeBadRequest, "all", "DELETE /v1/sessions removes the sessions of ?label=KEY=VALUE, or every session of the tenant with ?all=1")
+	}
+	list, err := s.sessions(t).List(labels)
+	if err != nil {
+		return asAPIError(err, "")
+	}
+	removed, failed := []map[string]any{}, []map[string]any{}
+	for _, sess := range list {
+		killed, err := sess.Remove()
+		switch {
+		case errors.Is(err, jail.ErrNotFound): // removed meanwhile
+		case err != nil:
+			failed = append(failed, map[string]any{"id": sess.ID(), "error": asAPIError(err, "")})
+		default:
+			removed = append(removed, map[string]any{"id": sess.ID(), "killed": killed})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"removed": removed, "failed": failed})
 	return nil
 }
 

@@ -68,7 +68,41 @@ try:
 except JailError as e:
     assert e.status == 404, e
 
-c.delete_session("py1")
+# A command's own limits; code by a language runner.
+r = c.exec("py1", shell="head -c 1000 /dev/zero | tr '\\0' a", limits={"output_limit_bytes": 100})
+assert r["stdout_bytes"] == 1000 and r["stdout_truncated"], r
+r = c.exec("py1", language="sh", code="echo from code $1", argv=["x"])
+assert r["stdout"] == "from code x\n" and r["language"] == "sh", r
+r = c.run(language="python", code="print(6 * 7)")
+assert r["stdout"] == "42\n", r
+
+# Snapshots, restore, fork, pause.
+c.put_file("py1", "/workspace/state.txt", b"one\n")
+snap = c.snapshot("py1", name="py-one")
+assert any(x["id"] == snap["id"] for x in c.snapshots()), snap
+c.put_file("py1", "/workspace/state.txt", b"two\n")
+s = c.restore("py1", "py-one")
+assert s["id"] == "py1", s
+assert c.get_file("py1", "/workspace/state.txt") == b"one\n"
+f = c.fork("py1", n=1)
+forked = f["forks"][0]["session"]["id"]
+assert c.get_file(forked, "/workspace/state.txt") == b"one\n", f
+assert c.pause("py1")["state"] == "paused"
+assert c.resume("py1")["state"] == "running"
+assert c.touch("py1")["id"] == "py1"
+
+# Removing: by label, then all of the tenant's.
+c.create_session(id="py2", labels={"from": "python"})
+gone = c.delete_sessions(**{"from": "python"})
+assert sorted(x["id"] for x in gone["removed"]) == ["py1", "py2"] and gone["failed"] == [], gone
+try:
+    c.delete_sessions()
+    raise AssertionError("a DELETE without all or labels was taken")
+except JailError as e:
+    assert e.status == 400 and e.field == "all", e
+gone = c.delete_sessions(all=True)
+assert [x["id"] for x in gone["removed"]] == [forked], gone
+c.delete_snapshot(snap["id"])
 try:
     c.session("py1")
     raise AssertionError("a removed session was found")

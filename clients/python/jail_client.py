@@ -116,22 +116,27 @@ class Client:
         return self._json("GET", "/v1/info")
 
     def run(self, argv=None, shell=None, stdin=None, timeout=None, profile=None, spec=None, pool=None,
-            env=None, cwd=None, limits=None):
+            env=None, cwd=None, limits=None, language=None, code=None):
         """Run one command in a new jail (or a warm pool's: result["pool"] says hit or miss);
         returns its result (a dict). env (["K=V"]) and cwd override the spec's; limits is a dict
-        of memory_max_bytes, swap_max_bytes, pids_max, cpus, cpu_time, output_limit_bytes."""
+        of memory_max_bytes, swap_max_bytes, pids_max, cpus, cpu_time, output_limit_bytes.
+        language and code run code by a language runner (python, node, c, go, ...; argv: the
+        program's arguments): a compile that fails is status compile_error."""
         extra = {}
         for k, v in (("profile", profile), ("spec", spec), ("pool", pool), ("env", env), ("cwd", cwd),
-                     ("limits", limits)):
+                     ("limits", limits), ("language", language), ("code", code)):
             if v is not None:
                 extra[k] = v
         return self._json("POST", "/v1/run", self._command(argv, shell, stdin, timeout, extra))
 
-    def create_session(self, id=None, labels=None, profile=None, spec=None, ttl=None, idle_timeout=None, pool=None):
+    def create_session(self, id=None, labels=None, profile=None, spec=None, ttl=None, idle_timeout=None, pool=None,
+                       workspace=None, from_snapshot=None):
         """Create a session (from a warm pool of sessions with pool=: the answer's "pool" says hit or miss).
-        ttl and idle_timeout are Go durations ("10m") or seconds."""
+        ttl and idle_timeout are Go durations ("10m") or seconds; workspace is {"type": "tmpfs",
+        "size_bytes": N} (or dir, overlay, none); from_snapshot starts it from a snapshot of the tenant's."""
         req = {k: v for k, v in (("id", id), ("labels", labels), ("profile", profile), ("spec", spec),
-                                 ("ttl", ttl), ("idle_timeout", idle_timeout), ("pool", pool)) if v is not None}
+                                 ("ttl", ttl), ("idle_timeout", idle_timeout), ("pool", pool),
+                                 ("workspace", workspace), ("from", from_snapshot)) if v is not None}
         return self._json("POST", "/v1/sessions", req)
 
     def update_session(self, id, labels=None, env=None, cwd=None, ttl=None, idle_timeout=None):
@@ -151,13 +156,59 @@ class Client:
     def delete_session(self, id):
         return self._json("DELETE", "/v1/sessions/" + urllib.parse.quote(id, safe=""))
 
+    def delete_sessions(self, all=False, **labels):
+        """Remove the tenant's sessions with every one of labels, or every one of them with
+        all=True (one or the other). Returns {"removed": [{"id", "killed"}], "failed": [...]}."""
+        q = [("label", "%s=%s" % kv) for kv in labels.items()]
+        if all:
+            q.append(("all", "1"))
+        return self._json("DELETE", "/v1/sessions?" + urllib.parse.urlencode(q))
+
+    def _action(self, id, action, body=None):
+        return self._json("POST", "/v1/sessions/%s:%s" % (urllib.parse.quote(id, safe=""), action), body)
+
+    def pause(self, id):
+        """Freeze every process of the session; its commands are refused until resume."""
+        return self._action(id, "pause")
+
+    def resume(self, id):
+        return self._action(id, "resume")
+
+    def touch(self, id):
+        """Count as activity: the session's idle timeout starts again."""
+        return self._action(id, "touch")
+
+    def fork(self, id, n=1):
+        """Snapshot the session and make n sessions from it: {"snapshot", "forks": [{"session"} or {"error"}]}."""
+        return self._action(id, "fork", {"n": n})
+
+    def restore(self, id, snapshot):
+        """Kill the session's commands and bring its workspace back to a snapshot (id or name)."""
+        return self._action(id, "restore", {"snapshot": snapshot})
+
+    def snapshot(self, id, name=None):
+        """Snapshot the session's workspace; returns the snapshot's document (its "id")."""
+        return self._json("POST", "/v1/sessions/%s/snapshots" % urllib.parse.quote(id, safe=""),
+                          {"name": name} if name else None)
+
+    def snapshots(self):
+        return self._json("GET", "/v1/snapshots")["snapshots"]
+
+    def delete_snapshot(self, sid):
+        return self._json("DELETE", "/v1/snapshots/" + urllib.parse.quote(sid, safe=""))
+
     def exec(self, id, argv=None, shell=None, stdin=None, timeout=None, env=None, cwd=None, on_output=None,
-             background=False, stdin_open=False):
+             background=False, stdin_open=False, limits=None, language=None, code=None, detach=False):
         """Run a command in session id; returns its result. With on_output(stream, data: bytes),
         the output is streamed to it as it comes (NDJSON events). With background=True it returns
         the exec's document at once (its "id" for follow, write_stdin and signal); stdin_open keeps
-        its stdin open for write_stdin."""
-        extra = {k: v for k, v in (("env", env), ("cwd", cwd)) if v is not None}
+        its stdin open for write_stdin. limits: {"cpu_time", "output_limit_bytes"}, the command's
+        own. language and code run code by a language runner (argv: the program's arguments);
+        detach lets a streamed command run on if this client goes away."""
+        extra = {k: v for k, v in (("env", env), ("cwd", cwd), ("limits", limits), ("language", language),
+                                   ("code", code)) if v is not None}
+        if detach:
+            extra["detach"] = True
         if background:
             extra["background"] = True
         if stdin_open:
