@@ -222,7 +222,8 @@ func readExecRecord(p string) (*execRecord, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("more than one JSON document")
 	}
-	if !execIDPattern.MatchString(rec.Info.ID) || rec.Info.Session == "" || rec.Info.NextSeq < 2 {
+	// NextSeq 1: recorded before its start event was out.
+	if !execIDPattern.MatchString(rec.Info.ID) || rec.Info.Session == "" || rec.Info.NextSeq < 1 {
 		return nil, errors.New("not a record")
 	}
 	return &rec, nil

@@ -66,6 +66,12 @@ func TestExecRecords(t *testing.T) {
 	_, _ = running.output("stderr").Write([]byte("half"))
 	s1.execs.add(running)
 	s1.record(running)
+	// Recorded before its start event was out (that waits for the pid).
+	unstarted := newEntry()
+	unstarted.id, unstarted.tenant = "x000000000004", "t"
+	unstarted.recordPath = execRecordPath(s1.execRecordDir(), "t", unstarted.id)
+	s1.execs.add(unstarted)
+	s1.record(unstarted)
 	old := recordedEntry(s1, "x000000000003")
 	old.finish(res, nil)
 	old.ended = time.Now().Add(-ExecRetention - time.Minute)
@@ -125,7 +131,14 @@ func TestExecRecords(t *testing.T) {
 	for p := range junk {
 		assert.NoFileExists(t, filepath.Join(execDir, p))
 	}
-	assert.Len(t, s2.execs.list("t", "s"), 2, "only the two records")
+	x = s2.execs.get("t", "s", unstarted.id)
+	require.NotNil(t, x, "a record made before the start event is one")
+	assert.Equal(t, ExecInterrupted, x.info().State)
+	evs = replay(t, x)
+	require.Len(t, evs, 1, "%v", evs)
+	assert.Equal(t, "error", evs[0]["event"])
+	assert.EqualValues(t, 1, evs[0]["seq"])
+	assert.Len(t, s2.execs.list("t", "s"), 3, "only the three records")
 	_, err = os.Lstat(linked)
 	assert.ErrorIs(t, err, os.ErrNotExist, "a symlink taken for a record")
 	assert.FileExists(t, target)

@@ -663,6 +663,7 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 		}
 		x.publish(start, true)
 		published = true
+		s.record(x) // with its pid (before the gate opens: its end's record comes after)
 	}()
 	if pr != nil {
 		pr.Close() // the workload has it
