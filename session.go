@@ -304,10 +304,20 @@ type SessionInfo struct {
 	Workspace *WorkspaceInfo `json:"workspace"`
 	// Isolation says what is in force, as in a run's report.
 	Isolation Isolation `json:"isolation"`
+	// Defaults are what a command of the session starts with unless it
+	// says otherwise (SessionUpdate changes them).
+	Defaults CommandDefaults `json:"defaults"`
 	// Pool is set only in jail serve's answer to a create that named a
 	// warm pool: "hit" (the session was a ready member) or "miss" (it was
 	// made cold).
 	Pool string `json:"pool,omitempty"`
+}
+
+// CommandDefaults are a session's commands' environment and working
+// directory.
+type CommandDefaults struct {
+	Env []string `json:"env"`
+	Cwd string   `json:"cwd"`
 }
 
 // WorkspaceInfo describes a session's workspace.

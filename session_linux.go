@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -1167,7 +1168,8 @@ func (s *Session) Inspect() (*SessionInfo, error) {
 		return nil, fmt.Errorf("session %s: %w", s.id, ErrNotFound)
 	}
 	info := &SessionInfo{Schema: SessionSchema, ID: st.ID, State: SessionRunning, Labels: st.Labels, PID: st.PID,
-		CreatedAt: st.CreatedAt, TTLMS: st.TTL.Milliseconds(), IdleTimeoutMS: st.IdleTimeout.Milliseconds(), Isolation: st.Isolation}
+		CreatedAt: st.CreatedAt, TTLMS: st.TTL.Milliseconds(), IdleTimeoutMS: st.IdleTimeout.Milliseconds(), Isolation: st.Isolation,
+		Defaults: CommandDefaults{Env: st.Spec.env(), Cwd: cmp.Or(st.Spec.Cwd, DefaultCwd)}}
 	if info.Labels == nil {
 		info.Labels = map[string]string{}
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -651,4 +652,61 @@ func TestNetworkEgressUnroutable(t *testing.T) {
 	require.ErrorAs(t, err, &ee, errb.String())
 	assert.Equal(t, 125, ee.ExitCode())
 	assert.Contains(t, errb.String(), "egress network: allow 192.0.2.1:80: this host has no route to 192.0.2.1")
+}
+
+// TestServeSessionAllowPatch: PATCH /v1/sessions/{id} with `allow`
+// changes an egress session's allow-list live, through a real jail serve
+// in the test's network: B reachable and A no more at once; a session
+// without egress, a name it was not made with and a bad entry are
+// refused, naming the entry.
+func TestServeSessionAllowPatch(t *testing.T) {
+	requireRoot(t)
+	n := newTestNet(t)
+	s := serveIn(t, []string{"nsenter", "--net=/run/netns/" + n.outer}, openDir(t))
+	code, b := s.do(t, "POST", "/v1/sessions", `{"id": "net", "profile": "strict"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b) // no egress: the profile's network
+	code, b = s.do(t, "PATCH", "/v1/sessions/net", `{"allow": ["`+hostA+`:8080"]}`)
+	assert.Equal(t, http.StatusBadRequest, code, "%s", b)
+	assert.Equal(t, "allow", apiError(t, b).Field)
+	code, _ = s.do(t, "DELETE", "/v1/sessions/net", "")
+	require.Equal(t, http.StatusOK, code)
+
+	spec := fmt.Sprintf(`{"seccomp": "strict", "network": {"mode": "egress", "allow": [%q]}, "mounts": [{"type": "bind", "source": %q, "target": "/probe"}]}`, hostA+":8080", binDir)
+	code, b = s.do(t, "POST", "/v1/sessions", `{"id": "net", "spec": `+spec+`}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	defer s.do(t, "DELETE", "/v1/sessions/net", "")
+	probe := func() []string {
+		t.Helper()
+		code, b := s.do(t, "POST", "/v1/sessions/net/exec", `{"shell": "/probe/probe net tcp `+hostA+` 8080; /probe/probe net tcp `+hostB+` 8080; exit 0"}`)
+		require.Equal(t, http.StatusOK, code, "%s", b)
+		var res jail.Result
+		require.NoError(t, json.Unmarshal(b, &res))
+		lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+		require.Len(t, lines, 2, "%s", b)
+		return lines
+	}
+	lines := probe()
+	assert.Contains(t, lines[0], "ok hello from "+hostA)
+	refusedFast(t, "B before the PATCH", lines[1])
+
+	code, b = s.do(t, "PATCH", "/v1/sessions/net", `{"allow": ["`+hostB+`:8080"]}`)
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	var info jail.SessionInfo
+	require.NoError(t, json.Unmarshal(b, &info))
+	assert.Equal(t, []jail.AllowInfo{{Dest: hostB + ":8080", Resolved: []string{hostB + ":8080"}}}, info.Isolation.Network.Allow, "the answer is the session after")
+	lines = probe()
+	refusedFast(t, "A after the PATCH", lines[0])
+	assert.Contains(t, lines[1], "ok hello from "+hostB, "newly allowed")
+
+	for body, field := range map[string]string{
+		`{"allow": ["new.example"]}`:           "allow[0]",
+		`{"allow": ["` + hostB + `:0"]}`:       "allow[0]",
+		`{"allow": ["` + hostA + `", "bad/"]}`: "allow[1]",
+	} {
+		code, b = s.do(t, "PATCH", "/v1/sessions/net", body)
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", body, b)
+		assert.Equal(t, field, apiError(t, b).Field, body)
+	}
+	lines = probe()
+	assert.Contains(t, lines[1], "ok hello from "+hostB, "a refused PATCH changes nothing")
 }

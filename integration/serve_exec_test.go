@@ -220,9 +220,15 @@ func TestServeSessionPatch(t *testing.T) {
 	s := serve(t, openDir(t))
 	code, b := s.do(t, "POST", "/v1/sessions", `{"id": "p1", "labels": {"team": "a"}, "idle_timeout": "1500ms"}`)
 	require.Equal(t, http.StatusCreated, code, "%s", b)
+	var before jail.SessionInfo
+	require.NoError(t, json.Unmarshal(b, &before))
+	assert.Equal(t, jail.CommandDefaults{Env: jail.DefaultEnv, Cwd: "/workspace"}, before.Defaults, "a session with a workspace starts its commands there")
 	code, b = s.do(t, "PATCH", "/v1/sessions/p1", `{"labels": {"team": "b"}, "env": ["PATH=/usr/bin:/bin", "A=2"], "cwd": "/tmp"}`)
 	require.Equal(t, http.StatusOK, code, "%s", b)
 	assert.Contains(t, string(b), `"team": "b"`)
+	var after jail.SessionInfo
+	require.NoError(t, json.Unmarshal(b, &after))
+	assert.Equal(t, jail.CommandDefaults{Env: []string{"PATH=/usr/bin:/bin", "A=2"}, Cwd: "/tmp"}, after.Defaults, "the session's document shows its commands' defaults")
 	code, b = s.do(t, "GET", "/v1/sessions?label=team=b", "")
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, string(b), `"id": "p1"`)

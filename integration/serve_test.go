@@ -64,10 +64,18 @@ func (b *syncBuffer) String() string {
 // directory others may write to).
 func serve(t *testing.T, state string, flags ...string) *served {
 	t.Helper()
+	return serveIn(t, nil, state, flags...)
+}
+
+// serveIn is serve with jail serve run by wrap (nsenter into a network
+// namespace of the test's, say); its socket is a path: reached from here.
+func serveIn(t *testing.T, wrap []string, state string, flags ...string) *served {
+	t.Helper()
 	require.NoError(t, os.Chmod(state, 0o755))
 	dir := openDir(t)
 	s := &served{sock: filepath.Join(dir, "jail.sock"), state: state, log: &syncBuffer{}}
-	s.cmd = exec.Command(jailBin, append([]string{"serve", "--listen", "unix:" + s.sock, "--state-dir", state, "--socket-mode", "0666", "--grace", "10s"}, flags...)...)
+	argv := append(append(slices.Clone(wrap), jailBin, "serve", "--listen", "unix:"+s.sock, "--state-dir", state, "--socket-mode", "0666", "--grace", "10s"), flags...)
+	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	require.NoError(t, s.cmd.Start())
 	t.Cleanup(func() {

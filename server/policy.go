@@ -244,14 +244,23 @@ func checkWorkspace(t Tenant, w *jail.Workspace) *Error {
 // (Host names resolved to this host open nothing of it.) The host network
 // (admins only) reaches the server, as it reaches everything of the host.
 func (s *Server) checkReach(spec *jail.Spec, field string) *Error {
-	if len(s.cfg.TCPPorts) == 0 || spec.Network.Mode != jail.NetworkEgress {
+	if spec.Network.Mode != jail.NetworkEgress {
+		return nil
+	}
+	return s.checkAllow(spec.Network.Allow, field+".network.allow")
+}
+
+// checkAllow is checkReach's for an allow-list, field its name in the
+// request.
+func (s *Server) checkAllow(allow []string, field string) *Error {
+	if len(s.cfg.TCPPorts) == 0 {
 		return nil
 	}
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return apiErr(CodeInternal, "", "this host's addresses: %v", err)
 	}
-	for i, entry := range spec.Network.Allow {
+	for i, entry := range allow {
 		d, err := netns.ParseDest(entry)
 		if err != nil || !d.Prefix.IsValid() || d.Proto != netns.TCP {
 			continue // a bad entry is the spec's validation's; a name opens no host address
@@ -271,7 +280,7 @@ func (s *Server) checkReach(spec *jail.Spec, field string) *Error {
 				}
 				r, special := netns.SpecialRange(ip.Unmap())
 				if d.Prefix.IsSingleIP() || special && r.Bits() <= d.Prefix.Bits() {
-					f := field + ".network.allow[" + strconv.Itoa(i) + "]"
+					f := field + "[" + strconv.Itoa(i) + "]"
 					return apiErr(CodeForbidden, f, "%s %q: opens this host's %s on port %d, where jail serve listens: no jail may reach the server", f, entry, ip.Unmap(), port)
 				}
 			}

@@ -1426,6 +1426,11 @@ type PatchRequest struct {
 	jail.SessionUpdate
 	TTL         *jail.Duration `json:"ttl,omitempty"`
 	IdleTimeout *jail.Duration `json:"idle_timeout,omitempty"`
+	// Allow replaces an egress session's allow-list, live (its rules in
+	// the kernel are replaced at once; connections open stay): entries as
+	// the spec's network.allow, a host name only one the session was made
+	// with (it is pinned in its /etc/hosts).
+	Allow *[]string `json:"allow,omitempty"`
 }
 
 func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
@@ -1445,8 +1450,23 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, t Tenant) 
 	if e != nil {
 		return e
 	}
+	if req.Allow != nil {
+		// As at create: no entry may open the server's own ports.
+		if e := s.checkAllow(*req.Allow, "allow"); e != nil {
+			return e
+		}
+	}
 	if err := sess.Update(req.SessionUpdate); err != nil {
 		return asAPIError(err, "")
+	}
+	if req.Allow != nil {
+		if err := sess.SetAllow(*req.Allow); err != nil {
+			e := asAPIError(err, "")
+			if f, ok := strings.CutPrefix(e.Field, "network.allow"); ok {
+				e.Field = "allow" + f // the request's name for it
+			}
+			return e
+		}
 	}
 	return writeSession(w, http.StatusOK, sess)
 }
