@@ -956,7 +956,8 @@ func (m *Sessions) List(labels map[string]string) ([]*Session, error) {
 		}
 		match := true
 		for k, v := range labels {
-			match = match && s.st.Labels[k] == v
+			got, ok := s.st.Labels[k] // a label it does not have is not one of value ""
+			match = match && ok && got == v
 		}
 		if match {
 			out = append(out, s)
@@ -1169,7 +1170,7 @@ func (s *Session) Inspect() (*SessionInfo, error) {
 	}
 	info := &SessionInfo{Schema: SessionSchema, ID: st.ID, State: SessionRunning, Labels: st.Labels, PID: st.PID,
 		CreatedAt: st.CreatedAt, TTLMS: st.TTL.Milliseconds(), IdleTimeoutMS: st.IdleTimeout.Milliseconds(), Isolation: st.Isolation,
-		Defaults: CommandDefaults{Env: st.Spec.env(), Cwd: cmp.Or(st.Spec.Cwd, DefaultCwd)}}
+		Defaults: CommandDefaults{Env: slices.Clone(st.Spec.env()), Cwd: cmp.Or(st.Spec.Cwd, DefaultCwd)}}
 	if info.Labels == nil {
 		info.Labels = map[string]string{}
 	}

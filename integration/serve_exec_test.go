@@ -6,7 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -537,4 +541,51 @@ func TestServeExecLimits(t *testing.T) {
 	code, b = s.asUser(t, "POST", "/v1/sessions/ulim/exec", fmt.Sprintf(`{"argv": ["true"], "limits": {"output_limit_bytes": %d}}`, jail.DefaultOutputLimitBytes+1))
 	assert.Equal(t, http.StatusForbidden, code, "%s", b)
 	assert.Equal(t, "limits.output_limit_bytes", apiError(t, b).Field)
+}
+
+// TestServeAllowPatchPolicy: a tenant that is not an admin changes an
+// allow-list by PATCH only as it could have made the session: not when it
+// may name profiles only, and not in a session of a pool whose spec has
+// what only an admin may set (the pool is the tenant's to use, not to
+// widen). The refusal changes nothing.
+func TestServeAllowPatchPolicy(t *testing.T) {
+	requireRoot(t)
+	dir := openDir(t)
+	pools := filepath.Join(dir, "pools.yaml")
+	require.NoError(t, os.WriteFile(pools, []byte("pools:\n- {name: wide, kind: session, spec: {disable_namespaces: [uts]}, min_ready: 1}\n"), 0o644))
+	policy := filepath.Join(dir, "tenants.yaml")
+	id := strconv.Itoa(unprivUID)
+	require.NoError(t, os.WriteFile(policy, []byte("tenants:\n  \""+id+"\": {pools: [wide]}\n"), 0o644))
+	s := serve(t, openDir(t), "--pools", pools, "--tenants", policy)
+	require.Eventually(t, func() bool { return s.pools(t)["wide"].Ready == 1 }, 30*time.Second, 20*time.Millisecond)
+
+	code, b := s.asUser(t, "POST", "/v1/sessions", `{"id": "w", "pool": "wide"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	defer s.asUser(t, "DELETE", "/v1/sessions/w", "")
+	code, b = s.asUser(t, "PATCH", "/v1/sessions/w", `{"allow": ["0.0.0.0/0"], "labels": {"x": "1"}}`)
+	assert.Equal(t, http.StatusForbidden, code, "%s", b)
+	assert.Equal(t, "allow", apiError(t, b).Field)
+	assert.Contains(t, apiError(t, b).Message, "disable_namespaces")
+	code, b = s.asUser(t, "GET", "/v1/sessions/w", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.NotContains(t, string(b), `"x": "1"`, "a refused PATCH changes nothing")
+
+	// Its own session passes the tenant's checks; it has no egress to change.
+	code, b = s.asUser(t, "POST", "/v1/sessions", `{"id": "own"}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	defer s.asUser(t, "DELETE", "/v1/sessions/own", "")
+	code, b = s.asUser(t, "PATCH", "/v1/sessions/own", `{"allow": ["10.9.9.9:80"], "labels": {"x": "1"}}`)
+	assert.Equal(t, http.StatusBadRequest, code, "%s", b)
+	assert.Equal(t, "allow", apiError(t, b).Field)
+	code, b = s.asUser(t, "GET", "/v1/sessions/own", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	assert.NotContains(t, string(b), `"x": "1"`, "a refused PATCH changes nothing")
+
+	// A tenant of profiles only (spec: false) may not choose a list at all.
+	require.NoError(t, os.WriteFile(policy, []byte("tenants:\n  \""+id+"\": {profiles: [strict], spec: false}\n"), 0o644))
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Contains(s.log.String(), "reloaded") }, 10*time.Second, 20*time.Millisecond, "%s", s.log)
+	code, b = s.asUser(t, "PATCH", "/v1/sessions/own", `{"allow": ["10.9.9.9:80"]}`)
+	assert.Equal(t, http.StatusForbidden, code, "%s", b)
+	assert.Equal(t, "allow", apiError(t, b).Field)
 }

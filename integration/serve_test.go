@@ -966,6 +966,12 @@ func TestServeDeleteSessions(t *testing.T) {
 		} `json:"removed"`
 		Failed []any `json:"failed"`
 	}
+	// A label's empty value selects the sessions that have it empty, not
+	// those without it.
+	code, b = s.do(t, "DELETE", "/v1/sessions?label=owner=", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	require.NoError(t, json.Unmarshal(b, &out))
+	assert.Empty(t, out.Removed, "no session has the label owner")
 	code, b = s.do(t, "DELETE", "/v1/sessions?label=team=a", "")
 	require.Equal(t, http.StatusOK, code, "%s", b)
 	require.NoError(t, json.Unmarshal(b, &out))

@@ -67,6 +67,14 @@ func (s *Server) record(x *execEntry) {
 	if x.recordPath == "" {
 		return
 	}
+	// The state is read under recMu: records written at once (the start
+	// event's and the exec's own) land in the order they were read, the
+	// newest last.
+	x.recMu.Lock()
+	defer x.recMu.Unlock()
+	if x.forgotten {
+		return
+	}
 	in := x.info()
 	b, err := json.Marshal(execRecord{Tenant: x.tenant, Info: *in})
 	if err == nil && int64(len(b)) > maxExecRecord && in.Result != nil {
@@ -75,11 +83,6 @@ func (s *Server) record(x *execEntry) {
 		r.StdoutTruncated, r.StderrTruncated = r.StdoutBytes > 0, r.StderrBytes > 0
 		in.Result = &r
 		b, err = json.Marshal(execRecord{Tenant: x.tenant, Info: *in})
-	}
-	x.recMu.Lock()
-	defer x.recMu.Unlock()
-	if x.forgotten {
-		return
 	}
 	if err == nil {
 		err = writeFileAtomic(x.recordPath, b)

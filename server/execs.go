@@ -847,6 +847,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 	if e != nil {
 		return e
 	}
+	if req.Limits != nil {
+		// Before a language exec's compile, which a refusal would waste.
+		if e := req.Limits.check(t, sess.Command(context.Background(), "true").Spec); e != nil {
+			return e
+		}
+	}
 	f := wantsStream(r)
 	var x *execEntry
 	var onEnd func(*jail.Result)

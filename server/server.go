@@ -1450,23 +1450,43 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, t Tenant) 
 	if e != nil {
 		return e
 	}
-	if req.Allow != nil {
-		// As at create: no entry may open the server's own ports.
-		if e := s.checkAllow(*req.Allow, "allow"); e != nil {
-			return e
+	if req.Allow == nil {
+		if err := sess.Update(req.SessionUpdate); err != nil {
+			return asAPIError(err, "")
 		}
+		return writeSession(w, http.StatusOK, sess)
+	}
+	// As at create: no entry may open the server's own ports, and a tenant
+	// that is not an admin sets only a list it could have made the
+	// session with (not one of a pool's spec with admin fields, say).
+	if e := s.checkAllow(*req.Allow, "allow"); e != nil {
+		return e
+	}
+	spec := sess.Command(context.Background(), "true").Spec // the session's, as it is now
+	was := spec.Network.Allow
+	if !t.Admin {
+		if !t.Policy.specAllowed() {
+			return apiErr(CodeForbidden, "allow", "tenant %s may name a profile (%s), not choose an allow-list", t.Name, strings.Join(t.Policy.Profiles, ", "))
+		}
+		spec.Network.Allow = slices.Clone(*req.Allow)
+		if e := checkSpec(t, &spec, "spec"); e != nil {
+			return apiErr(CodeForbidden, "allow", "tenant %s may not make this session's spec (%s), so not change its allow-list", t.Name, e.Message)
+		}
+	}
+	// The list first (it refuses most); the rest after, the list put back
+	// if that is refused: a refused PATCH changes nothing.
+	if err := sess.SetAllow(*req.Allow); err != nil {
+		e := asAPIError(err, "")
+		if f, ok := strings.CutPrefix(e.Field, "network.allow"); ok {
+			e.Field = "allow" + f // the request's name for it
+		}
+		return e
 	}
 	if err := sess.Update(req.SessionUpdate); err != nil {
-		return asAPIError(err, "")
-	}
-	if req.Allow != nil {
-		if err := sess.SetAllow(*req.Allow); err != nil {
-			e := asAPIError(err, "")
-			if f, ok := strings.CutPrefix(e.Field, "network.allow"); ok {
-				e.Field = "allow" + f // the request's name for it
-			}
-			return e
+		if rerr := sess.SetAllow(was); rerr != nil {
+			s.cfg.Logger.Error("allow-list not put back after a refused PATCH", "session", sess.ID(), "err", rerr)
 		}
+		return asAPIError(err, "")
 	}
 	return writeSession(w, http.StatusOK, sess)
 }
