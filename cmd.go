@@ -112,10 +112,12 @@ type Cmd struct {
 
 	mu              sync.Mutex
 	end             time.Time
-	exited          *nsexec.Msg     // MsgExited
-	workloadStarted bool            // MsgStarted: the workload's execve succeeded
-	workloadPID     int             // its pid in the jail's PID namespace (WorkloadPID)
-	startedCh       chan struct{}   // closed at MsgStarted
+	exited          *nsexec.Msg   // MsgExited
+	workloadStarted bool          // MsgStarted: the workload's execve succeeded
+	workloadPID     int           // its pid in the jail's PID namespace (WorkloadPID)
+	startedCh       chan struct{} // closed at MsgStarted
+	pidOnce         sync.Once     // a session's command's pid, read once (WorkloadPID)
+	joinedPID       int
 	lateErr         *nsexec.Msg     // MsgSetupError from PID 1 after MsgStarted
 	execErr         *nsexec.Msg     // MsgExecError
 	seccomp         []nsexec.Msg    // MsgSeccomp events

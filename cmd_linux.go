@@ -1153,12 +1153,7 @@ func (c *Cmd) watch() {
 			if c.l.cloneflags&cloneNewPID == 0 {
 				c.group = pid
 			}
-			if c.l.plan.Flags&nsexec.FlagJoin != 0 {
-				// A session's command: the joining stage is in ours, its
-				// workload in the session's.
-				pid = innermostPID(pid, c.child.Pid())
-			}
-			c.workloadPID = pid
+			c.workloadPID = pid // a session's command's: WorkloadPID translates it, if asked
 			close(c.startedCh)
 		}
 		c.mu.Unlock()
@@ -1180,7 +1175,8 @@ func testStep(name string) {
 // pid as the jail's processes see it: in the jail's PID namespace, for a
 // session's command the session's. It is 0 when the workload never
 // started, and when a session's command ended and was reaped before its
-// pid could be read. Before Start it is 0 at once.
+// pid was first asked for (call it right after Start). Before Start it is
+// 0 at once.
 func (c *Cmd) WorkloadPID() int {
 	if c.monitor == nil {
 		return 0
@@ -1190,8 +1186,16 @@ func (c *Cmd) WorkloadPID() int {
 	case <-c.monitor:
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.workloadPID
+	pid := c.workloadPID
+	c.mu.Unlock()
+	if pid > 0 && c.l.plan.Flags&nsexec.FlagJoin != 0 {
+		// A session's command: the joining stage is in our PID
+		// namespace, its workload in the session's. Read here, when
+		// asked, not by every command's monitor.
+		c.pidOnce.Do(func() { c.joinedPID = innermostPID(pid, c.child.Pid()) })
+		return c.joinedPID
+	}
+	return pid
 }
 
 // innermostPID is the pid in its own PID namespace of the process pid (in
