@@ -760,7 +760,8 @@ func TestSessionSnapshotKilled(t *testing.T) {
 		`i=0; while :; do i=$((i+1)); echo $i > n; sleep 0.01; done`)
 	require.NoError(t, counter.Start())
 	defer func() { _ = counter.Process.Kill(); _ = counter.Wait() }()
-	time.Sleep(200 * time.Millisecond)
+	require.Eventually(t, func() bool { return sess(t, dir, "exec", id, "--", "test", "-s", "n").code == 0 }, 30*time.Second, 50*time.Millisecond,
+		"the counter runs before the snapshot")
 
 	snap := jailCmd(ctx, "session", "snapshot", "--state-dir", dir, "--snapshot-dir", snaps, id)
 	require.NoError(t, snap.Start())

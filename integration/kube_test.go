@@ -343,12 +343,26 @@ func TestK8sPolicyOutlivesItsPod(t *testing.T) {
 	cl := kubeClient(t, kc)
 	api := testKubeAPI(t)
 	c := kubeJail(t, kc, ns, append(append([]string{"run", "--json"}, kubeRunFlags...), "--timeout", "60s", "--kill-grace", "1s", "--", "sleep", "60")...)
+	var out syncBuffer
+	c.Stdout, c.Stderr = &out, &out
 	require.NoError(t, c.Start())
 	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
 	pod := waitPod(t, cl, ns)
 	name := pod.Metadata.Name
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	var owners struct {
+		Metadata struct {
+			OwnerReferences   []struct{ Kind, Name, UID string } `json:"ownerReferences"`
+			DeletionTimestamp string                             `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	}
+	// jail's Start ends with the policy owned by the Pod: the test goes on
+	// from there, however slow the machine.
+	require.Eventually(t, func() bool {
+		code, b, err := api.call(ctx, http.MethodGet, "/apis/networking.k8s.io/v1/namespaces/"+ns+"/networkpolicies/"+name, nil)
+		return err == nil && code == http.StatusOK && json.Unmarshal(b, &owners) == nil && len(owners.Metadata.OwnerReferences) == 1
+	}, 30*time.Second, 20*time.Millisecond, "jail's Start: %s", &out)
 	code, b, err := api.call(ctx, http.MethodPost, "/api/v1/namespaces/"+ns+"/pods/"+name+"/binding",
 		map[string]any{"apiVersion": "v1", "kind": "Binding", "metadata": map[string]any{"name": name}, "target": map[string]any{"kind": "Node", "name": "node-1"}})
 	require.NoError(t, err)
@@ -361,17 +375,12 @@ func TestK8sPolicyOutlivesItsPod(t *testing.T) {
 	require.NoError(t, c.Process.Signal(syscall.SIGTERM))
 	_ = c.Wait()
 	p, err := cl.GetPod(ctx, ns, name)
-	require.NoError(t, err, "the Pod is terminating, not force-deleted")
+	require.NoError(t, err, "the Pod is terminating, not force-deleted; jail said: %s", &out)
 	require.NotNil(t, p.Status)
 	pols, err := cl.ListPolicies(ctx, ns, k8s.LabelManaged)
 	require.NoError(t, err)
-	require.Len(t, pols, 1, "the policy stays while its Pod exists")
-	var owners struct {
-		Metadata struct {
-			OwnerReferences   []struct{ Kind, Name, UID string } `json:"ownerReferences"`
-			DeletionTimestamp string                             `json:"deletionTimestamp"`
-		} `json:"metadata"`
-	}
+	require.Len(t, pols, 1, "the policy stays while its Pod exists; jail said: %s", &out)
+	owners.Metadata.OwnerReferences = nil
 	code, b, err = api.call(ctx, http.MethodGet, "/apis/networking.k8s.io/v1/namespaces/"+ns+"/networkpolicies/"+name, nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code)

@@ -486,10 +486,11 @@ func TestNetworkEgressConcurrentAndKilled(t *testing.T) {
 	// A jail killed with SIGKILL: its veth goes with its namespace; its
 	// table and lease stay until `jail check --clean` (or the next run
 	// that takes the lease) removes them.
-	c := exec.Command("nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--net", "egress", "--allow", hostA+":8080", "--", "sleep", "30")
+	// Killed once its workload runs: its network is all made by then.
+	marker, script := sleepMarker(1)
+	c := exec.Command("nsenter", "--net=/run/netns/"+n.outer, jailBin, "run", "--net", "egress", "--allow", hostA+":8080", "--", "sh", "-c", script)
 	require.NoError(t, c.Start())
-	require.Eventually(t, func() bool { return n.leftovers(t) != "" }, 10*time.Second, 20*time.Millisecond, "the jail's veth appears")
-	time.Sleep(100 * time.Millisecond)
+	requireRunning(t, marker, 1)
 	require.NoError(t, c.Process.Kill())
 	_ = c.Wait()
 	require.Eventually(t, func() bool { return !strings.Contains(n.in(t, n.outer, "ip", "-br", "link"), "jail") },

@@ -195,26 +195,25 @@ func TestNetworkEgressPasta(t *testing.T) {
 	// Nothing is left: pasta goes with the run (killed at its end, and
 	// gone a moment later: its exit waits for the kernel to unregister the
 	// jail's interface), also when jail is killed.
-	require.Eventually(t, func() bool { return len(pastas(t)) == 0 }, 5*time.Second, 10*time.Millisecond, "a pasta process is left")
+	require.Eventually(t, func() bool { return len(pastas(t)) == 0 }, 30*time.Second, 10*time.Millisecond, "a pasta process is left")
+	// Killed once its workload runs, so pasta is ready (the workload
+	// waits for that): a jail killed before would leave pasta's pid FIFO
+	// directory, named for it, which `jail check --clean` removes
+	// (netns.PruneUser, tested in its package).
+	marker, script := sleepMarker(2)
 	c := exec.Command("unshare", "-m", "sh", "-c", `mount --bind "$0" /dev/net/tun && exec "$@"`, filepath.Join(u.dir, "tun-0666"),
 		"nsenter", "--net=/run/netns/"+u.n.outer, "setpriv", "--reuid="+strconv.Itoa(unprivUID), "--regid="+strconv.Itoa(unprivUID),
-		"--clear-groups", "env", "PATH=/usr/bin:/bin", jailBin, "run", "--net", "egress", "--allow", hostA+":8080", "--", "sleep", "30")
+		"--clear-groups", "env", "PATH=/usr/bin:/bin", jailBin, "run", "--net", "egress", "--allow", hostA+":8080", "--", "sh", "-c", script)
 	c.Dir = binDir
 	require.NoError(t, c.Start())
 	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
-	require.Eventually(t, func() bool { return len(pastas(t)) == 1 }, 10*time.Second, 10*time.Millisecond, "pasta runs with the jail")
-	time.Sleep(100 * time.Millisecond)
+	requireRunning(t, marker, 1)
+	require.Len(t, pastas(t), 1, "pasta runs with the jail")
 	require.NoError(t, c.Process.Kill()) // unshare execs nsenter, which execs setpriv, env, then jail: this is jail
 	_ = c.Wait()
-	require.Eventually(t, func() bool { return len(pastas(t)) == 0 }, 5*time.Second, 10*time.Millisecond, "pasta dies with a killed jail")
-	// A jail killed before pasta said it was ready leaves pasta's pid
-	// FIFO directory, named for it; `jail check --clean` removes it
-	// (netns.PruneUser, tested in its package). Nothing else is left.
-	left, _ := filepath.Glob(filepath.Join(os.TempDir(), "jail-pasta-*"))
-	for _, d := range left {
-		assert.True(t, strings.HasPrefix(filepath.Base(d), fmt.Sprintf("jail-pasta-%d-", c.Process.Pid)), "not the killed jail's: %s", d)
-		_ = os.RemoveAll(d)
-	}
+	require.Eventually(t, func() bool { return len(pastas(t)) == 0 }, 30*time.Second, 10*time.Millisecond, "pasta dies with a killed jail")
+	left, _ := filepath.Glob(filepath.Join(os.TempDir(), fmt.Sprintf("jail-pasta-%d-*", c.Process.Pid)))
+	assert.Empty(t, left, "a jail killed once pasta was ready leaves no FIFO directory")
 }
 
 // TestNetworkEgressPastaRefused: an unprivileged caller's egress that
@@ -243,7 +242,7 @@ func TestNetworkEgressPastaRefused(t *testing.T) {
 	assert.Equal(t, 125, r.code)
 	assert.Contains(t, r.stderr, "pasta: No external routable interface")
 	assert.Contains(t, r.stdout, `"step": "network"`)
-	require.Eventually(t, func() bool { return len(pastas(t)) == 0 }, 5*time.Second, 10*time.Millisecond, "a pasta process is left")
+	require.Eventually(t, func() bool { return len(pastas(t)) == 0 }, 30*time.Second, 10*time.Millisecond, "a pasta process is left")
 	left, _ := filepath.Glob(filepath.Join(os.TempDir(), "jail-pasta-*"))
 	assert.Equal(t, before, left, "the failed run's pasta FIFO directory is left")
 

@@ -347,8 +347,9 @@ func TestRun(t *testing.T) {
 		assert.Equal(t, fdsBefore, openFDs(t), "got %d open fds after Run, want %d", openFDs(t), fdsBefore)
 	})
 	t.Run("fast", func(t *testing.T) {
-		// The budget is 50 ms; allow slack for loaded CI machines.
-		assert.Less(t, elapsed, 500*time.Millisecond)
+		// The budget is 50 ms; allow slack for loaded CI machines (and the
+		// race detector's second run).
+		assert.Less(t, elapsed, 2*time.Second)
 	})
 }
 
