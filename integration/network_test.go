@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -710,4 +711,38 @@ func TestServeSessionAllowPatch(t *testing.T) {
 	}
 	lines = probe()
 	assert.Contains(t, lines[1], "ok hello from "+hostB, "a refused PATCH changes nothing")
+}
+
+// TestServeAllowPatchReach: PATCH `allow` may no more open the server's
+// own TCP port to a session than a create may
+// (TestServeUnreachableFromJails). With jail serve also on a TCP port in
+// the test's network namespace, an entry naming one of that namespace's
+// addresses and the port, or a range of ports holding it, is refused,
+// naming the entry, and the session's list stays as it was.
+func TestServeAllowPatchReach(t *testing.T) {
+	requireRoot(t)
+	n := newTestNet(t)
+	dir := openDir(t)
+	tokens := filepath.Join(dir, "tokens.yaml")
+	newToken(t, tokens, "ci", "run")
+	port := strconv.Itoa(freePort(t))
+	s := serveIn(t, []string{"nsenter", "--net=/run/netns/" + n.outer}, openDir(t),
+		"--listen", "tcp://127.0.0.1:"+port, "--insecure-plaintext", "--tokens", tokens)
+	code, b := s.do(t, "POST", "/v1/sessions", `{"id": "net", "spec": {"network": {"mode": "egress", "allow": ["`+hostA+`:8080"]}}}`)
+	require.Equal(t, http.StatusCreated, code, "%s", b)
+	defer s.do(t, "DELETE", "/v1/sessions/net", "")
+	for _, entry := range []string{outerA + ":" + port, outerA, "tcp/" + outerA + ":1-65535"} {
+		code, b = s.do(t, "PATCH", "/v1/sessions/net", `{"allow": ["`+hostB+`:8080", "`+entry+`"]}`)
+		assert.Equal(t, http.StatusForbidden, code, "%s: %s", entry, b)
+		assert.Equal(t, "allow[1]", apiError(t, b).Field, entry)
+		assert.Contains(t, apiError(t, b).Message, "no jail may reach the server", entry)
+	}
+	code, b = s.do(t, "GET", "/v1/sessions/net", "")
+	require.Equal(t, http.StatusOK, code, "%s", b)
+	var info jail.SessionInfo
+	require.NoError(t, json.Unmarshal(b, &info))
+	assert.Equal(t, []jail.AllowInfo{{Dest: hostA + ":8080", Resolved: []string{hostA + ":8080"}}}, info.Isolation.Network.Allow, "a refused PATCH changes nothing")
+	// The same list without the server's port is taken.
+	code, b = s.do(t, "PATCH", "/v1/sessions/net", `{"allow": ["`+hostB+`:8080", "`+outerA+`:1"]}`)
+	assert.Equal(t, http.StatusOK, code, "%s", b)
 }
