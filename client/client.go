@@ -156,7 +156,8 @@ func (c *Client) Sessions(ctx context.Context, labels map[string]string) ([]*jai
 	var out struct {
 		Sessions []*jail.SessionInfo `json:"sessions"`
 	}
-	return out.Sessions, c.do(ctx, "GET", "/v1/sessions?"+q.Encode(), nil, "", &out)
+	err := c.do(ctx, "GET", "/v1/sessions?"+q.Encode(), nil, "", &out)
+	return out.Sessions, err
 }
 
 // Session returns one session.
@@ -386,7 +387,8 @@ func (c *Client) RunBatch(ctx context.Context, runs []RunRequest) ([]server.Batc
 	var ans struct {
 		Runs []server.BatchEntry `json:"runs"`
 	}
-	return ans.Runs, c.do(ctx, "POST", "/v1/runs:batch", body, "application/json", &ans)
+	err = c.do(ctx, "POST", "/v1/runs:batch", body, "application/json", &ans)
+	return ans.Runs, err
 }
 
 // Pools returns the server's warm pools.
@@ -394,7 +396,8 @@ func (c *Client) Pools(ctx context.Context) ([]server.PoolInfo, error) {
 	var ans struct {
 		Pools []server.PoolInfo `json:"pools"`
 	}
-	return ans.Pools, c.do(ctx, "GET", "/v1/pools", nil, "", &ans)
+	err := c.do(ctx, "GET", "/v1/pools", nil, "", &ans)
+	return ans.Pools, err
 }
 
 // filesPath is the route of path (absolute, in the jail) of session id.
@@ -434,7 +437,8 @@ func (c *Client) ReadDir(ctx context.Context, id, path string, depth int) ([]jai
 	var out struct {
 		Files []jail.FileInfo `json:"files"`
 	}
-	return out.Files, c.do(ctx, "GET", filesPath(id, path)+"?list&depth="+strconv.Itoa(depth), nil, "", &out)
+	err := c.do(ctx, "GET", filesPath(id, path)+"?list&depth="+strconv.Itoa(depth), nil, "", &out)
+	return out.Files, err
 }
 
 // RemoveFile removes path of session id (a directory with recursive).

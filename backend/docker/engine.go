@@ -343,7 +343,8 @@ type Container struct {
 func (e *Engine) List(ctx context.Context, label string) ([]Container, error) {
 	f, _ := json.Marshal(map[string][]string{"label": {label}})
 	var out []Container
-	return out, e.do(ctx, http.MethodGet, "/containers/json", url.Values{"all": {"1"}, "filters": {string(f)}}, nil, &out)
+	err := e.do(ctx, http.MethodGet, "/containers/json", url.Values{"all": {"1"}, "filters": {string(f)}}, nil, &out)
+	return out, err
 }
 
 // Stats is one sample of a container's statistics, the fields jail reads.

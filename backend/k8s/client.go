@@ -354,7 +354,8 @@ func (c *Client) DeletePodExisted(ctx context.Context, ns, name string, grace in
 // ListPods lists the Pods with the label selector.
 func (c *Client) ListPods(ctx context.Context, ns, selector string) ([]Pod, error) {
 	var out struct{ Items []Pod }
-	return out.Items, c.do(ctx, http.MethodGet, podsPath(ns), url.Values{"labelSelector": {selector}}, nil, &out)
+	err := c.do(ctx, http.MethodGet, podsPath(ns), url.Values{"labelSelector": {selector}}, nil, &out)
+	return out.Items, err
 }
 
 // WatchPod calls f with the Pod at each change, from resourceVersion rv,
@@ -453,5 +454,6 @@ func (c *Client) DeletePolicy(ctx context.Context, ns, name string) error {
 // ListPolicies lists the NetworkPolicies with the label selector.
 func (c *Client) ListPolicies(ctx context.Context, ns, selector string) ([]NetworkPolicy, error) {
 	var out struct{ Items []NetworkPolicy }
-	return out.Items, c.do(ctx, http.MethodGet, policiesPath(ns), url.Values{"labelSelector": {selector}}, nil, &out)
+	err := c.do(ctx, http.MethodGet, policiesPath(ns), url.Values{"labelSelector": {selector}}, nil, &out)
+	return out.Items, err
 }
