@@ -594,12 +594,7 @@ func (s *Server) startExec(t Tenant, sess *jail.Session, req *ExecRequest, argv 
 	if req.Timeout != 0 {
 		c.Spec.Timeout = req.Timeout
 	}
-	if e := req.Limits.check(t, c.Spec); e != nil {
-		cancel()
-		release()
-		return nil, e
-	}
-	if l := req.Limits; l != nil {
+	if l := req.Limits; l != nil { // checked against the tenant's rules by exec, before any compile
 		if l.CPUTime != nil {
 			c.Spec.CPUTime = *l.CPUTime
 		}
@@ -828,7 +823,7 @@ func (req *ExecRequest) check(t Tenant) ([]string, *Error) {
 		return nil, apiErr(CodeBadRequest, "detach", "a background exec is detached already: give background or detach")
 	}
 	if e := req.Limits.check(Tenant{Admin: true}, jail.Spec{}); e != nil {
-		return nil, e // what no tenant may ask; the session's own are checked at the start
+		return nil, e // what no tenant may ask; the tenant's rules are checked by exec
 	}
 	return argv, nil
 }
@@ -848,7 +843,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 		return e
 	}
 	if req.Limits != nil {
-		// Before a language exec's compile, which a refusal would waste.
+		// The tenant's rules, against the session's command defaults
+		// (the only check of them: startExec applies what passed); before
+		// a language exec's compile, which a refusal would waste.
 		if e := req.Limits.check(t, sess.Command(context.Background(), "true").Spec); e != nil {
 			return e
 		}
