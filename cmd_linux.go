@@ -1387,6 +1387,40 @@ func (c *Cmd) stopTimers() {
 	}
 }
 
+// teardown releases what the ended jail held on the host but its cgroup
+// and network, which the report reads first: the mount namespace, the
+// stage's and the control socket's descriptors, the timers, the stdin
+// relay and the terminal. After a panic (panicked) it waits for nothing
+// (not the namespace's release, not the terminal's output), and it
+// leaves the terminal to the end of the process if the panic left c.mu
+// held.
+func (c *Cmd) teardown(panicked bool) {
+	c.releaseMountNS(!panicked)
+	c.child.Close()
+	if c.ctl != nil {
+		c.ctl.Close() // the session may count its idle time from now
+	}
+	c.stopTimers()
+	if c.ptyDone != nil && !panicked {
+		<-c.ptyDone // the jail is gone: the terminal's output ends
+	}
+	if c.stdinRelay != nil {
+		c.stdinRelay.stop()
+	}
+	if panicked {
+		if !c.mu.TryLock() {
+			return
+		}
+	} else {
+		c.mu.Lock()
+	}
+	if c.pty != nil {
+		c.pty.Close()
+		c.pty = nil
+	}
+	c.mu.Unlock()
+}
+
 // Signal sends sig to every process in the jail (to the workload's process
 // group when the jail has no PID namespace).
 func (c *Cmd) Signal(sig os.Signal) error {
@@ -1426,22 +1460,7 @@ func (c *Cmd) Wait() error {
 	defer func() {
 		if !reported {
 			p := recover()
-			c.releaseMountNS(false)
-			c.child.Close()
-			if c.ctl != nil {
-				c.ctl.Close()
-			}
-			c.stopTimers()
-			if c.stdinRelay != nil {
-				c.stdinRelay.stop()
-			}
-			if c.mu.TryLock() { // not if the panic left it held
-				if c.pty != nil {
-					c.pty.Close()
-					c.pty = nil
-				}
-				c.mu.Unlock()
-			}
+			c.teardown(true)
 			c.destroyCgroup()
 			c.closeNetwork()
 			if p != nil {
@@ -1450,24 +1469,7 @@ func (c *Cmd) Wait() error {
 		}
 	}()
 	testStep("report")
-	c.releaseMountNS(true)
-	c.child.Close()
-	if c.ctl != nil {
-		c.ctl.Close() // the session may count its idle time from now
-	}
-	c.stopTimers()
-	if c.ptyDone != nil {
-		<-c.ptyDone // the jail is gone: the terminal's output ends
-	}
-	if c.stdinRelay != nil {
-		c.stdinRelay.stop()
-	}
-	c.mu.Lock()
-	if c.pty != nil {
-		c.pty.Close()
-		c.pty = nil
-	}
-	c.mu.Unlock()
+	c.teardown(false)
 
 	r := c.newResult()
 	c.Result = r
