@@ -19,6 +19,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jailrt/jail/internal/schematest"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"sigs.k8s.io/yaml"
 )
@@ -95,7 +96,7 @@ func (doc *OpenAPI) Documents(route string, code string) bool {
 // base is the URL the checker gives schema/openapi.yaml, beside the
 // schemas of schema/ (their $id prefix), so that its references to
 // "result.schema.json" find them.
-const base = "https://github.com/jailrt/jail/schema/"
+const base = schematest.Base
 
 // maxChecked is the most of a body the checker keeps: a longer one (the
 // 1 GiB stream's) is not checked.
@@ -143,23 +144,7 @@ func NewChecker(t testing.TB, path string) *Checker {
 	if err := ch.c.AddResource(base+"openapi.json", doc); err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob(filepath.Join(filepath.Dir(path), "*.schema.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no schemas beside %s: %v", path, err)
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if err := ch.c.AddResource(base+filepath.Base(f), s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	schematest.Add(t, ch.c, filepath.Dir(path))
 	paths, _ := ch.doc["paths"].(map[string]any)
 	param := regexp.MustCompile(`\{[^}]+\}`)
 	for p := range paths {

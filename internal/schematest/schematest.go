@@ -13,14 +13,23 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// base is the $id prefix of every schema of schema/.
-const base = "https://github.com/jailrt/jail/schema/"
+// Base is the $id prefix of every schema of schema/.
+const Base = "https://github.com/jailrt/jail/schema/"
 
 // Compile compiles dir/name.schema.json, with every other schema of dir
 // it may refer to.
 func Compile(t *testing.T, dir, name string) *jsonschema.Schema {
 	t.Helper()
 	c := jsonschema.NewCompiler()
+	Add(t, c, dir)
+	s, err := c.Compile(Base + name + ".schema.json")
+	require.NoError(t, err)
+	return s
+}
+
+// Add adds every schema of dir to c, by its $id.
+func Add(t testing.TB, c *jsonschema.Compiler, dir string) {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.schema.json"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no schemas in %s", dir)
@@ -29,11 +38,8 @@ func Compile(t *testing.T, dir, name string) *jsonschema.Schema {
 		require.NoError(t, err)
 		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
 		require.NoError(t, err, f)
-		require.NoError(t, c.AddResource(base+filepath.Base(f), doc))
+		require.NoError(t, c.AddResource(Base+filepath.Base(f), doc))
 	}
-	s, err := c.Compile(base + name + ".schema.json")
-	require.NoError(t, err)
-	return s
 }
 
 // Validate checks v (anything encoding/json writes) against s.
