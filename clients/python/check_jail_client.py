@@ -93,7 +93,7 @@ assert c.touch("py1")["id"] == "py1"
 
 # Removing: by label, then all of the tenant's.
 c.create_session(id="py2", labels={"from": "python"})
-gone = c.delete_sessions(**{"from": "python"})
+gone = c.delete_sessions({"from": "python"})
 assert sorted(x["id"] for x in gone["removed"]) == sorted(["py1", "py2", forked]) and gone["failed"] == [], gone  # a fork keeps the labels
 try:
     c.delete_sessions()
@@ -101,6 +101,9 @@ try:
 except JailError as e:
     assert e.status == 400 and e.field == "all", e
 c.create_session(id="py3")
+c.create_session(id="py4", labels={"all": "no"})  # a label may be called "all"
+gone = c.delete_sessions({"all": "no"})
+assert [x["id"] for x in gone["removed"]] == ["py4"], gone
 gone = c.delete_sessions(all=True)
 assert [x["id"] for x in gone["removed"]] == ["py3"], gone
 c.delete_snapshot(snap["id"])

@@ -156,10 +156,11 @@ class Client:
     def delete_session(self, id):
         return self._json("DELETE", "/v1/sessions/" + urllib.parse.quote(id, safe=""))
 
-    def delete_sessions(self, all=False, **labels):
-        """Remove the tenant's sessions with every one of labels, or every one of them with
-        all=True (one or the other). Returns {"removed": [{"id", "killed"}], "failed": [...]}."""
-        q = [("label", "%s=%s" % kv) for kv in labels.items()]
+    def delete_sessions(self, labels=None, all=False):
+        """Remove the tenant's sessions with every one of labels (a dict: any label name,
+        "all" too), or every one of them with all=True (one or the other).
+        Returns {"removed": [{"id", "killed"}], "failed": [...]}."""
+        q = [("label", "%s=%s" % kv) for kv in (labels or {}).items()]
         if all:
             q.append(("all", "1"))
         return self._json("DELETE", "/v1/sessions?" + urllib.parse.urlencode(q))
