@@ -391,6 +391,18 @@ func runGroups(pid int) []string {
 	return found
 }
 
+// noCgroupsBut reports whether every jail cgroup there is now was there
+// before: other packages' tests make and remove theirs meanwhile, so one
+// of before's may be gone.
+func noCgroupsBut(before []string) bool {
+	for _, g := range allJailCgroups() {
+		if !slices.Contains(before, g) {
+			return false
+		}
+	}
+	return true
+}
+
 func allJailCgroups() []string {
 	var found []string
 	for _, d := range procfs.OwnCgroupDirs() {

@@ -629,10 +629,10 @@ func TestNetworkEgressSession(t *testing.T) {
 	// network.
 	r = n.outerSess(t, dir, "create", "--id", "short", "--ttl", "1s", "--net", "egress", "--allow", hostA+":8080")
 	require.Equal(t, 0, r.code, r.stderr)
-	time.Sleep(1500 * time.Millisecond)
-	r = n.outerSess(t, dir, "list")
-	require.Equal(t, 0, r.code, r.stderr)
-	assert.NotContains(t, r.stdout, "short")
+	require.Eventually(t, func() bool {
+		r = n.outerSess(t, dir, "list")
+		return r.code == 0 && !strings.Contains(r.stdout, "short")
+	}, 15*time.Second, 200*time.Millisecond, "a session past its TTL is listed: %s %s", r.stdout, r.stderr)
 	n.requireNoLeftovers(t)
 }
 

@@ -708,10 +708,15 @@ func TestServeRemovesEnded(t *testing.T) {
 	requireRoot(t)
 	state := openDir(t)
 	s := serve(t, state)
+	var ends jail.SessionInfo
 	for _, body := range []string{`{"id": "ends", "ttl": "1s"}`, `{"id": "lives"}`} {
 		code, b := s.do(t, "POST", "/v1/sessions", body)
 		require.Equal(t, http.StatusCreated, code, "%s", b)
+		if ends.PID == 0 {
+			require.NoError(t, json.Unmarshal(b, &ends))
+		}
 	}
+	require.Positive(t, ends.PID)
 	groups := func(id string) []string {
 		var out []string
 		for _, g := range allJailCgroups() {
@@ -727,7 +732,7 @@ func TestServeRemovesEnded(t *testing.T) {
 	require.Len(t, dirs, 1)
 	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, s.cmd.Wait())
-	time.Sleep(1500 * time.Millisecond) // the TTL passes while no server runs
+	requirePidGoneWithin(t, ends.PID, 10*time.Second) // the TTL passes while no server runs
 	require.DirExists(t, dirs[0], "nothing else removes it")
 	require.NotEmpty(t, groups("ends"), "nor its group")
 
