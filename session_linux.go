@@ -1001,21 +1001,26 @@ func (m *Sessions) GC() ([]string, error) {
 // SessionID and ExecID set. The command is killed with everything it
 // started when it ends or times out; the session goes on.
 func (s *Session) Command(ctx context.Context, name string, args ...string) *Cmd {
-	// The session's Spec as it is now: Update (from this Session, or
-	// another process) may have changed its default env and cwd since s
-	// was loaded. One read of the memoized state (readSharedState).
+	c := Command(ctx, s.Spec(), name, args...)
+	c.session = s
+	c.execID = newSessionID()
+	c.HelperPath = s.m.HelperPath
+	c.Logger = s.m.Logger
+	return c
+}
+
+// Spec returns the session's Spec as it is now, its commands' template:
+// Update (from this Session, or another process) may have changed its
+// default env and cwd, and SetAllow its allow-list, since s was loaded.
+// One read of the memoized state (readSharedState).
+func (s *Session) Spec() Spec {
 	spec := s.st.Spec
 	if base, err := s.m.dir(); err == nil {
 		if st, err := readSharedState(filepath.Join(base, s.id), s.id); err == nil {
 			spec = st.Spec
 		}
 	}
-	c := Command(ctx, spec, name, args...)
-	c.session = s
-	c.execID = newSessionID()
-	c.HelperPath = s.m.HelperPath
-	c.Logger = s.m.Logger
-	return c
+	return spec
 }
 
 // joinSteps are Start's host-side steps for a command of a session.

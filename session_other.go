@@ -54,6 +54,9 @@ func (s *Session) Command(ctx context.Context, name string, args ...string) *Cmd
 	return Command(ctx, Spec{}, name, args...)
 }
 
+// Spec returns the zero Spec.
+func (s *Session) Spec() Spec { return Spec{} }
+
 // Inspect returns ErrNotSupported.
 func (s *Session) Inspect() (*SessionInfo, error) { return nil, ErrNotSupported }
 

@@ -846,7 +846,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Tenant) *Error {
 		// The tenant's rules, against the session's command defaults
 		// (the only check of them: startExec applies what passed); before
 		// a language exec's compile, which a refusal would waste.
-		if e := req.Limits.check(t, sess.Command(context.Background(), "true").Spec); e != nil {
+		if e := req.Limits.check(t, sess.Spec()); e != nil {
 			return e
 		}
 	}

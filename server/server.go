@@ -1462,7 +1462,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request, t Tenant) 
 	if e := s.checkAllow(*req.Allow, "allow"); e != nil {
 		return e
 	}
-	spec := sess.Command(context.Background(), "true").Spec // the session's, as it is now
+	spec := sess.Spec() // the session's, as it is now
 	was := spec.Network.Allow
 	if !t.Admin {
 		if !t.Policy.specAllowed() {
