@@ -109,6 +109,9 @@ type Cmd struct {
 	pty        *os.File      // the master of the workload's terminal (TTY)
 	ptyDone    chan struct{} // closed when the terminal's output ended
 	begin      time.Time
+	// letGo: the workload was let go to run (GO, or its process, was sent
+	// to PID 1, or it starts at READY).
+	letGo bool
 
 	mu              sync.Mutex
 	end             time.Time

@@ -952,9 +952,12 @@ func (c *Cmd) release() error {
 		c.begin = time.Now()
 		if err := c.child.SendProcess(proc); err != nil {
 			c.log().Debug("send process", "err", err) // the workload died; its report or EOF follows
+		} else {
+			c.letGo = true
 		}
 	} else if c.noGo {
 		c.begin = time.Now() // the workload starts at READY: about when it came
+		c.letGo = true
 	} else {
 		proc, err := c.l.proc.Encode()
 		if err != nil {
@@ -966,6 +969,8 @@ func (c *Cmd) release() error {
 		c.begin = time.Now()
 		if err := c.child.Send(nsexec.Msg{Type: nsexec.MsgGo}); err != nil {
 			c.log().Debug("send go", "err", err)
+		} else {
+			c.letGo = true
 		}
 	}
 	if c.TTY != nil {
@@ -1111,6 +1116,12 @@ func (c *Cmd) deathError(when string, err error) error {
 		state = es.String()
 	}
 	return fmt.Errorf("jail init ended %s (%s): %w", when, state, err)
+}
+
+// killedBySignal says the reaped stage ended by a signal.
+func (c *Cmd) killedBySignal() bool {
+	es := c.child.ExitState()
+	return es != nil && es.Status.Signaled()
 }
 
 // watch reads the child's reports until the child is gone.
@@ -1548,7 +1559,7 @@ func (c *Cmd) Wait() error {
 		r.SeccompDenialsTotal = int(c.exited.Aux)
 	}
 	o := outcome{KillReason: c.killReason, SeccompKilled: seccompKilled, OOMKilled: oomKilled, KillSent: c.killSent,
-		Started: c.workloadStarted, Command: c.Args[0]}
+		Command: c.Args[0]}
 	if c.killReason == StatusCanceled {
 		o.Cause = context.Cause(c.ctx)
 	}
@@ -1564,6 +1575,14 @@ func (c *Cmd) Wait() error {
 		o.Lost = fmt.Sprintf("jail init failed at %s after the workload started: %v", c.lateErr.Step, syscall.Errno(c.lateErr.Errno))
 	case c.workloadStarted:
 		o.Lost = c.deathError("after the workload started", errOrEOF(waitErr)).Error()
+	case c.letGo && c.execErr == nil && c.killedBySignal():
+		// PID 1 was killed after the workload was let go, before its word
+		// of the workload's start came. The workload may already run, and
+		// it can take PID 1 down (it shares its ids): nothing of jail's own
+		// kills PID 1 by a signal here (the caller's kill, a timeout and an
+		// OOM kill are judged before this). Either way the kernel killed
+		// the workload with it; it is not a setup error.
+		o.Lost = c.deathError("after the workload was let go, before it confirmed the workload's start", errOrEOF(waitErr)).Error()
 	default:
 		o.Died = c.deathError("before the workload's report", errOrEOF(waitErr))
 	}

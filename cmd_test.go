@@ -723,6 +723,41 @@ func TestPreparePreforks(t *testing.T) {
 	}
 }
 
+// TestSupervisorLostBeforeStarted: PID 1 killed after the workload was
+// let go, before its word of the workload's start came, is a lost
+// supervisor, not a setup error. The workload may already run then (a
+// workload with no seccomp policy can kill PID 1 at once: see
+// integration's TestPID1Survives, which raced this), so the report may not
+// say it never ran. Here both are stopped, so the order is certain: the
+// workload is let go, PID 1 is killed before it could say anything.
+func TestSupervisorLostBeforeStarted(t *testing.T) {
+	requireJail(t)
+	c := Command(context.Background(), Spec{Seccomp: "strict"}, "/bin/true")
+	c.Capture = true
+	require.NoError(t, c.Prepare())
+	var kids []byte
+	require.Eventually(t, func() bool {
+		kids, _ = os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.child.Pid(), c.child.Pid()))
+		return len(strings.Fields(string(kids))) == 1
+	}, 5*time.Second, time.Millisecond, "PID 1 forks the workload before the release")
+	workload, err := strconv.Atoi(strings.Fields(string(kids))[0])
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(workload, syscall.SIGSTOP))
+	require.NoError(t, syscall.Kill(c.child.Pid(), syscall.SIGSTOP))
+	require.NoError(t, c.Start())
+	require.NoError(t, syscall.Kill(c.child.Pid(), syscall.SIGKILL))
+	require.NoError(t, c.Wait(), "the workload was let go: Wait does not say it never ran")
+	r := c.Result
+	assert.True(t, r.SupervisorLost)
+	assert.Equal(t, StatusSignaled, r.Status)
+	assert.Equal(t, "KILL", r.Signal)
+	require.NotNil(t, r.Error)
+	assert.Equal(t, "supervisor", r.Error.Step)
+	assert.Contains(t, r.Error.Message, "after the workload was let go, before it confirmed the workload's start (signal: killed)")
+	_, err = os.Stat(fmt.Sprintf("/proc/%d", workload))
+	assert.True(t, os.IsNotExist(err), "the workload went with PID 1")
+}
+
 // TestPrepareLimits: a release may change the limits of a prepared jail
 // whose cgroup serves them, and they hold (the run is OOM-killed at the new,
 // lower memory limit), and its output limit; a limit it was made without

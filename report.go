@@ -29,10 +29,8 @@ type outcome struct {
 	// taken back, the whole jail). OOMKilled: the cgroup counted an OOM
 	// kill. KillSent: the caller sent SIGKILL (Cmd.Signal).
 	SeccompKilled, OOMKilled, KillSent bool
-	// Started: the workload's execve succeeded.
-	Started bool
-	// Lost says how the supervisor ended after the workload started, when
-	// it did so without a report.
+	// Lost says how the supervisor ended after the workload started, or
+	// was let go to start, when it did so without a report.
 	Lost string
 	// Died explains a stage that ended before any report.
 	Died error
@@ -91,7 +89,7 @@ func judge(o outcome) verdict {
 		return killed(verdict{Status: StatusOOMKilled})
 	case o.KillSent:
 		return killed(verdict{Status: StatusSignaled})
-	case o.Started:
+	case o.Lost != "":
 		// PID 1 died under the workload, which the kernel killed with it
 		// (the PID namespace, or its parent-death signal): what is known
 		// of the workload is that it ran and was killed.

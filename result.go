@@ -117,8 +117,9 @@ type Result struct {
 	// network modes.
 	Network *NetworkStats `json:"network"`
 	// SupervisorLost says the jail's PID 1 died after the workload had
-	// started (the workload may take it down: it shares its ids), and the
-	// kernel killed the workload with it: Status is signaled (KILL), and
+	// started, or had been let go to start and may have (the workload may
+	// take PID 1 down, at once: it shares its ids), and the kernel killed
+	// the workload with it: Status is signaled (KILL), and
 	// Error says how PID 1 ended. Never a setup error.
 	SupervisorLost bool `json:"supervisor_lost"`
 	// Error explains a setup_error (and a canceled run, or a lost

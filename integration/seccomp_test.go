@@ -271,7 +271,10 @@ func TestPID1Survives(t *testing.T) {
 		assert.Equal(t, 137, c.code)
 		require.NotNil(t, r.Error)
 		assert.Equal(t, "supervisor", r.Error.Step)
-		assert.Contains(t, r.Error.Message, "after the workload started")
+		// PID 1 sends its word of the workload's start after the execve;
+		// the workload may kill it first (the root package's
+		// TestSupervisorLostBeforeStarted makes that order certain).
+		assert.Regexp(t, `^jail init ended after the workload (started|was let go, before it confirmed the workload's start) \(signal: killed\)`, r.Error.Message)
 	})
 }
 
