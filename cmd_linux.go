@@ -1098,7 +1098,7 @@ const (
 )
 
 // childError rebuilds a child stage failure as an *InitError.
-func (c *Cmd) childError(m nsexec.Msg) error {
+func (c *Cmd) childError(m nsexec.Msg) *InitError {
 	e := &InitError{Step: m.Step, Err: syscall.Errno(m.Errno)}
 	e.Detail = c.l.failedItem(m.Step, m.Index)
 	if errno := syscall.Errno(m.Errno); (m.Step == stepOpenSources || m.Step == stepBuildRoot) && (errno == unix.ELOOP || errno == unix.ESTALE) {
@@ -1118,10 +1118,10 @@ func (c *Cmd) deathError(when string, err error) error {
 	return fmt.Errorf("jail init ended %s (%s): %w", when, state, err)
 }
 
-// killedBySignal says the reaped stage ended by a signal.
-func (c *Cmd) killedBySignal() bool {
+// killedBy says the reaped stage ended by signal sig.
+func (c *Cmd) killedBy(sig syscall.Signal) bool {
 	es := c.child.ExitState()
-	return es != nil && es.Status.Signaled()
+	return es != nil && es.Status.Signaled() && es.Status.Signal() == sig
 }
 
 // watch reads the child's reports until the child is gone.
@@ -1571,17 +1571,21 @@ func (c *Cmd) Wait() error {
 		o.ExecFailed, o.ExecStep, o.ExecErrno = true, c.execErr.Step, syscall.Errno(c.execErr.Errno)
 	}
 	switch {
-	case c.lateErr != nil:
+	case c.lateErr != nil && c.workloadStarted:
 		o.Lost = fmt.Sprintf("jail init failed at %s after the workload started: %v", c.lateErr.Step, syscall.Errno(c.lateErr.Errno))
+	case c.lateErr != nil: // after GO, before the fork or the execve: the workload never ran
+		o.Failed = c.childError(*c.lateErr)
 	case c.workloadStarted:
 		o.Lost = c.deathError("after the workload started", errOrEOF(waitErr)).Error()
-	case c.letGo && c.execErr == nil && c.killedBySignal():
-		// PID 1 was killed after the workload was let go, before its word
-		// of the workload's start came. The workload may already run, and
-		// it can take PID 1 down (it shares its ids): nothing of jail's own
-		// kills PID 1 by a signal here (the caller's kill, a timeout and an
-		// OOM kill are judged before this). Either way the kernel killed
-		// the workload with it; it is not a setup error.
+	case c.letGo && c.execErr == nil && c.session == nil && c.killedBy(syscall.SIGKILL):
+		// PID 1 was SIGKILLed after the workload was let go, before its
+		// word of the workload's start came. The workload may already run,
+		// and it can take PID 1 down at once (it shares its ids: an
+		// RLIMIT_CPU of 0 by prlimit64, where the policy allows it). The
+		// caller's kill, a timeout and an OOM kill are judged before this;
+		// a crash of PID 1's own is another signal. Either way the kernel
+		// killed the workload with it: not a setup error. (A session
+		// command's helper is outside the workload's reach.)
 		o.Lost = c.deathError("after the workload was let go, before it confirmed the workload's start", errOrEOF(waitErr)).Error()
 	default:
 		o.Died = c.deathError("before the workload's report", errOrEOF(waitErr))

@@ -758,6 +758,24 @@ func TestSupervisorLostBeforeStarted(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the workload went with PID 1")
 }
 
+// TestForkFailsAfterGo: a step of PID 1's that fails after GO, before the
+// workload runs (here its fork, under pids.max 1 with no listener thread
+// to count), is a setup error naming the step, not a lost supervisor.
+func TestForkFailsAfterGo(t *testing.T) {
+	requireJail(t)
+	c := Command(context.Background(), Spec{PidsMax: 1, Seccomp: "none"}, "/bin/true")
+	c.Capture = true
+	err := c.Run()
+	var ie *InitError
+	require.ErrorAs(t, err, &ie, "%+v", c.Result)
+	assert.Equal(t, "reap workload", ie.Step)
+	assert.ErrorIs(t, err, syscall.EAGAIN)
+	assert.Equal(t, StatusSetupError, c.Result.Status)
+	assert.False(t, c.Result.SupervisorLost)
+	require.NotNil(t, c.Result.Error)
+	assert.Equal(t, "reap workload", c.Result.Error.Step)
+}
+
 // TestPrepareLimits: a release may change the limits of a prepared jail
 // whose cgroup serves them, and they hold (the run is OOM-killed at the new,
 // lower memory limit), and its output limit; a limit it was made without

@@ -32,6 +32,9 @@ type outcome struct {
 	// Lost says how the supervisor ended after the workload started, or
 	// was let go to start, when it did so without a report.
 	Lost string
+	// Failed is a step of PID 1's that failed after GO, before the
+	// workload ran (its process plan, the terminal, the fork).
+	Failed *InitError
 	// Died explains a stage that ended before any report.
 	Died error
 }
@@ -89,6 +92,9 @@ func judge(o outcome) verdict {
 		return killed(verdict{Status: StatusOOMKilled})
 	case o.KillSent:
 		return killed(verdict{Status: StatusSignaled})
+	case o.Failed != nil:
+		return verdict{Status: StatusSetupError, ExitCode: ExitSetupError, Err: o.Failed,
+			Error: &ErrorInfo{Step: o.Failed.Step, Errno: errnoName(o.Failed.Err), Message: o.Failed.Error()}}
 	case o.Lost != "":
 		// PID 1 died under the workload, which the kernel killed with it
 		// (the PID namespace, or its parent-death signal): what is known

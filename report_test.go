@@ -49,6 +49,8 @@ func TestJudge(t *testing.T) {
 		{"the caller's SIGKILL", outcome{KillSent: true}, StatusSignaled, 137, "KILL", "", false, false},
 		{"supervisor lost", outcome{Lost: "jail init ended"}, StatusSignaled, 137, "KILL", "supervisor", false, true},
 		{"the caller's kill beats a lost supervisor", outcome{KillSent: true, Lost: "jail init ended"}, StatusSignaled, 137, "KILL", "", false, false},
+		{"a step of PID 1's after GO", outcome{Failed: &InitError{Step: "reap workload", Err: syscall.EAGAIN}}, StatusSetupError, 125, "", "reap workload", true, false},
+		{"the caller's kill beats a failed step", outcome{KillSent: true, Failed: &InitError{Step: "reap workload", Err: syscall.EAGAIN}}, StatusSignaled, 137, "KILL", "", false, false},
 		{"died before any report", outcome{Died: errors.New("EOF")}, StatusSetupError, 125, "", "init", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
