@@ -619,10 +619,20 @@ func TestStageExecutable(t *testing.T) {
 	}
 }
 
-// TestPrepare: a prepared jail waits; Start releases the workload with the
-// Args, env and cwd given then, and its timeout runs from there. A change
-// of a field of the jail is refused and the jail is discarded; Discard
-// leaves nothing.
+// preforkedWorkload waits until the prepared jail c's PID 1 has forked
+// its workload, and returns the workload's pid.
+func preforkedWorkload(t *testing.T, c *Cmd) int {
+	t.Helper()
+	var kids []byte
+	require.Eventually(t, func() bool {
+		kids, _ = os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.child.Pid(), c.child.Pid()))
+		return len(strings.Fields(string(kids))) == 1
+	}, 5*time.Second, time.Millisecond, "PID 1 forks the workload before the release")
+	pid, err := strconv.Atoi(strings.Fields(string(kids))[0])
+	require.NoError(t, err)
+	return pid
+}
+
 // TestPreparePreforks: a prepared jail's workload is forked and set up
 // before its release, and waits with everything dropped (ids, every
 // capability, no_new_privs) and nothing open but its stdio, the
@@ -634,22 +644,11 @@ func TestPreparePreforks(t *testing.T) {
 	requireJail(t)
 	ctx := context.Background()
 	spec := Spec{Seccomp: "strict"}
-	waiting := func(c *Cmd) int {
-		t.Helper()
-		var kids []byte
-		require.Eventually(t, func() bool {
-			kids, _ = os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.child.Pid(), c.child.Pid()))
-			return len(strings.Fields(string(kids))) == 1
-		}, 5*time.Second, time.Millisecond, "PID 1 forks the workload before the release")
-		pid, err := strconv.Atoi(strings.Fields(string(kids))[0])
-		require.NoError(t, err)
-		return pid
-	}
 
 	c := Command(ctx, spec, "/bin/true")
 	c.Capture = true
 	require.NoError(t, c.Prepare())
-	pid := waiting(c)
+	pid := preforkedWorkload(t, c)
 	// Set up, it blocks reading its process from the plan pipe (fd 4):
 	// /proc/PID/syscall is "0 0x4 ..." (read).
 	require.Eventually(t, func() bool {
@@ -703,7 +702,7 @@ func TestPreparePreforks(t *testing.T) {
 		c := Command(ctx, spec, "/bin/true")
 		c.Capture = true
 		require.NoError(t, c.Prepare())
-		waiting(c)
+		preforkedWorkload(t, c)
 		c.Args, c.Spec.Cwd = tc.args, tc.cwd
 		require.NoError(t, c.Start())
 		err := c.Wait()
@@ -715,7 +714,7 @@ func TestPreparePreforks(t *testing.T) {
 
 	c = Command(ctx, spec, "/bin/true")
 	require.NoError(t, c.Prepare())
-	pid, init := waiting(c), c.child.Pid()
+	pid, init := preforkedWorkload(t, c), c.child.Pid()
 	c.Discard()
 	for _, p := range []int{pid, init} {
 		_, err := os.Stat(fmt.Sprintf("/proc/%d", p))
@@ -735,13 +734,7 @@ func TestSupervisorLostBeforeStarted(t *testing.T) {
 	c := Command(context.Background(), Spec{Seccomp: "strict"}, "/bin/true")
 	c.Capture = true
 	require.NoError(t, c.Prepare())
-	var kids []byte
-	require.Eventually(t, func() bool {
-		kids, _ = os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.child.Pid(), c.child.Pid()))
-		return len(strings.Fields(string(kids))) == 1
-	}, 5*time.Second, time.Millisecond, "PID 1 forks the workload before the release")
-	workload, err := strconv.Atoi(strings.Fields(string(kids))[0])
-	require.NoError(t, err)
+	workload := preforkedWorkload(t, c)
 	require.NoError(t, syscall.Kill(workload, syscall.SIGSTOP))
 	require.NoError(t, syscall.Kill(c.child.Pid(), syscall.SIGSTOP))
 	require.NoError(t, c.Start())
@@ -754,7 +747,7 @@ func TestSupervisorLostBeforeStarted(t *testing.T) {
 	require.NotNil(t, r.Error)
 	assert.Equal(t, "supervisor", r.Error.Step)
 	assert.Contains(t, r.Error.Message, "after the workload was let go, before it confirmed the workload's start (signal: killed)")
-	_, err = os.Stat(fmt.Sprintf("/proc/%d", workload))
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", workload))
 	assert.True(t, os.IsNotExist(err), "the workload went with PID 1")
 }
 
@@ -820,6 +813,10 @@ func TestPrepareLimits(t *testing.T) {
 	assert.Equal(t, "pids_max", se.Field)
 }
 
+// TestPrepare: a prepared jail waits; Start releases the workload with the
+// Args, env and cwd given then, and its timeout runs from there. A change
+// of a field of the jail is refused and the jail is discarded; Discard
+// leaves nothing.
 func TestPrepare(t *testing.T) {
 	requireJail(t)
 	ctx := context.Background()
